@@ -1,0 +1,18 @@
+# paperflow — table of contents. Logic lives in src/paperflow; rules are thin CLI calls.
+from snakemake.utils import min_version
+
+min_version("9.19")
+
+
+configfile: "config/config.yaml"
+
+
+include: "rules/common.smk"  # validates the config before any job runs
+include: "rules/bandits.smk"
+include: "rules/report.smk"
+
+
+rule all:
+    input:
+        all_targets(),
+    default_target: True

@@ -1,0 +1,42 @@
+# Helpers shared by every study: config validation, enabled studies, targets, resources.
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+
+from paperflow.core.config import ConfigError, enabled_studies, validate_config
+
+_CONFIG_SOURCE = ", ".join(str(f) for f in workflow.configfiles) or "config/config.yaml"
+try:
+    validate_config(config, _CONFIG_SOURCE)
+except ConfigError as _e:
+    raise WorkflowError(str(_e)) from None
+
+RESULTS = config["results_dir"]
+ENABLED = enabled_studies(config)
+# study name -> list of final targets; each rules/<study>.smk fills its entry when enabled
+STUDY_TARGETS: dict[str, list[str]] = {}
+# the study's summary.md (its manifest holds the claims table that results/summary.md aggregates)
+STUDY_SUMMARIES: dict[str, str] = {}
+
+
+wildcard_constraints:
+    seed=r"\d+",
+
+
+def as_json(obj) -> str:
+    """Parameters a job depends on, as one JSON string (Snakemake reruns the job when it changes)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+def mem_mb(base: int):
+    """Attempt-scaled memory: a job that ran out of memory is retried with more."""
+    return lambda wildcards, attempt: base * attempt
+
+
+def all_targets() -> list[str]:
+    targets = [t for study in ENABLED for t in STUDY_TARGETS.get(study, [])]
+    if ENABLED:
+        targets.append(f"{RESULTS}/summary.md")
+    return targets

@@ -1,0 +1,156 @@
+"""Atomic output writing and provenance manifests.
+
+Every output is written to a temporary file in the same directory and renamed into place, so a
+killed job never leaves a file that looks finished. Every stage writes `<output>.manifest.json`
+next to its main output (config hash, seed, package versions, input digests, wall time, metrics).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from paperflow.core.config import config_hash
+
+MANIFEST_SUFFIX = ".manifest.json"
+_TRACKED_PACKAGES = ("paperflow", "numpy", "scipy", "torch", "transformers", "datasets", "snakemake",
+                     "scikit-learn", "nibabel", "nilearn", "accelerate", "safetensors", "tokenizers")
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temp path beside `path`; on success rename it to `path`, on error delete it.
+
+    Works for files and directories (the temp path does not exist yet when yielded).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)) / path.name
+    try:
+        yield tmp
+        if not tmp.exists():
+            raise FileNotFoundError(f"stage did not write {path}")
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    finally:
+        shutil.rmtree(tmp.parent, ignore_errors=True)
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+    return Path(path)
+
+
+def _json_default(o: Any) -> Any:
+    try:
+        import numpy as np
+
+        if isinstance(o, np.generic):
+            return o.item()
+        if isinstance(o, np.ndarray):
+            return o.tolist()
+    except ImportError:  # pragma: no cover
+        pass
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def write_json(path: str | Path, obj: Any) -> Path:
+    return write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
+
+
+def read_json(path: str | Path) -> Any:
+    return json.loads(Path(path).read_text())
+
+
+def file_digest(path: str | Path) -> str:
+    """sha256 of a file, or of a directory's files (names + contents, sorted)."""
+    path = Path(path)
+    h = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for f in files:
+        if path.is_dir():
+            h.update(str(f.relative_to(path)).encode())
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def package_versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for name in _TRACKED_PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def manifest_path(output: str | Path) -> Path:
+    return Path(str(output) + MANIFEST_SUFFIX)
+
+
+@dataclass
+class Stage:
+    """One run of a stage: collects metrics and writes the manifest(s) when it succeeds.
+
+    >>> with Stage("bandits.simulate", config=cfg, seed=3, inputs=[], outputs=[out]) as st:
+    ...     write_json(out, result); st.metrics["final_regret"] = 12.0
+    """
+
+    name: str
+    config: Mapping[str, Any]
+    outputs: Sequence[str | Path]
+    inputs: Sequence[str | Path] = ()
+    seed: int | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    _t0: float = 0.0
+
+    def __enter__(self) -> "Stage":
+        self._t0 = time.perf_counter()
+        self._input_digests = {str(p): file_digest(p) for p in self.inputs}
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:  # type: ignore[no-untyped-def]
+        if exc_type is not None:
+            return
+        wall = time.perf_counter() - self._t0
+        for out in self.outputs:
+            if not Path(out).exists():
+                raise FileNotFoundError(f"stage {self.name} did not write its output {out}")
+            manifest = {
+                "stage": self.name,
+                "output": str(out),
+                "output_sha256": file_digest(out),
+                "config_hash": config_hash(dict(self.config)),
+                "config": dict(self.config),
+                "seed": self.seed,
+                "inputs": self._input_digests,
+                "packages": package_versions(),
+                "argv": sys.argv,
+                "wall_time_s": round(wall, 4),
+                "metrics": self.metrics,
+                **self.extra,
+            }
+            write_json(manifest_path(out), manifest)
+
+
+def read_manifest(output: str | Path) -> dict[str, Any]:
+    return read_json(manifest_path(output))

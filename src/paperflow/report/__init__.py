@@ -1,0 +1,1 @@
+"""Cross-study reporting (results/summary.md)."""
