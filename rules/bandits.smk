@@ -1,0 +1,1 @@
+# bandits rules (being written)
