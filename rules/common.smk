@@ -40,3 +40,18 @@ def all_targets() -> list[str]:
     if ENABLED:
         targets.append(f"{RESULTS}/summary.md")
     return targets
+
+
+# ---- cluster resources (appended for the SLURM/GPU conventions; see docs/cluster.md) -------------
+from paperflow.core.resources import stage_resources as _stage_resources
+
+
+def stage_resources(study: str, stage: str, *, mem_mb: int, runtime: int, gpu: int = 0, **extra):
+    """A rule's resources: its small-scale values, overridden by `<study>.resources.<stage>` in the
+    config (config/paper.yaml asks for GPUs, memory and time there). Use as
+    `resources: **stage_resources("hashing", "train", mem_mb=2000, runtime=30)`; mem_mb is
+    attempt-scaled; `{resources.gpu}` (0 on CPU) feeds `python -m paperflow.core.accel launch --procs`."""
+    try:
+        return _stage_resources(config, study, stage, mem_mb=mem_mb, runtime=runtime, gpu=gpu, **extra)
+    except ValueError as e:
+        raise WorkflowError(f"{e} in {_CONFIG_SOURCE}") from None

@@ -1,0 +1,90 @@
+"""Cluster resources of a stage, with one home: the config.
+
+A rule declares its small-scale needs (what `config/config.yaml` and `config/test.yaml` need on a
+laptop); `config/paper.yaml` scales them per stage under `<study>.resources.<stage>`:
+
+    hashing:
+      resources:
+        train: {gpu: 1, cpus_per_gpu: 8, mem_mb: 32000, runtime: 240}
+
+In the rule (`rules/common.smk` wraps this as `stage_resources(study, stage, ...)`):
+
+    resources: **stage_resources("hashing", "train", mem_mb=2000, runtime=30)
+    threads: 1
+    shell: "python -m paperflow.core.accel launch --procs {resources.gpu} -- paperflow hashing train ..."
+
+The SLURM plugin turns `gpu` into `--gpus=N` (`gpu_model` gives `--gpus=<model>:N`), `cpus_per_gpu`
+into `--cpus-per-gpu`, `mem_mb` into `--mem` and `runtime` (minutes) into `-t`. Memory is scaled
+by the attempt, so a job that ran out of memory is retried (profile `retries`) with more.
+Site settings (partition, account, constraint) never live here: they belong in the SLURM profile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+# What a stage may set under `<study>.resources.<stage>`; study schemas reuse this (see
+# `RESOURCES_SCHEMA`).
+KEYS: dict[str, str] = {
+    "gpu": "GPUs per job (0: CPU job); training stages launch this many processes",
+    "gpu_model": "GPU model string for --gpus=<model>:<n> (site-specific; usually set in the profile)",
+    "cpus_per_gpu": "CPUs per GPU (--cpus-per-gpu)",
+    "mem_mb": "memory of the first attempt in MB (attempt k gets k times this)",
+    "runtime": "wall time in minutes",
+    "disk_mb": "local disk in MB",
+}
+
+RESOURCES_SCHEMA: dict[str, Any] = {
+    "description": "cluster resources per stage (config/paper.yaml); see docs/cluster.md",
+    "type": "object",
+    "default": {},
+    "additionalProperties": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "gpu": {"type": "integer", "minimum": 0},
+            "gpu_model": {"type": "string", "pattern": r"^[A-Za-z0-9_.]+$"},
+            "cpus_per_gpu": {"type": "integer", "minimum": 1},
+            "mem_mb": {"type": "integer", "minimum": 1},
+            "runtime": {"type": "integer", "minimum": 1},
+            "disk_mb": {"type": "integer", "minimum": 1},
+        },
+    },
+}
+
+
+def scaled_mem(base: int) -> Callable[..., int]:
+    """Attempt-scaled memory (the same convention as `mem_mb()` in rules/common.smk)."""
+    base = int(base)
+    return lambda wildcards, attempt: base * attempt
+
+
+def stage_overrides(config: Mapping[str, Any], study: str, stage: str) -> dict[str, Any]:
+    """`config[study].resources[stage]` (empty when absent); unknown keys raise naming the path."""
+    section = config.get(study) or {}
+    res = (section.get("resources") or {}) if isinstance(section, Mapping) else {}
+    over = dict(res.get(stage) or {})
+    unknown = sorted(set(over) - set(KEYS))
+    if unknown:
+        raise ValueError(f"config error: unknown resource '{study}.resources.{stage}.{unknown[0]}' "
+                         f"(known: {', '.join(sorted(KEYS))})")
+    return over
+
+
+def stage_resources(config: Mapping[str, Any], study: str, stage: str, *, mem_mb: int, runtime: int,
+                    gpu: int = 0, **extra: Any) -> dict[str, Any]:
+    """Resources for a rule: the rule's small-scale values, overridden by the config's stage entry.
+
+    `gpu` is always present (0 on CPU jobs) so shell commands can use `{resources.gpu}`; the SLURM
+    plugin only requests GPUs when it is > 0.
+    """
+    vals: dict[str, Any] = {"mem_mb": mem_mb, "runtime": runtime, "gpu": gpu, **extra}
+    vals.update(stage_overrides(config, study, stage))
+    out: dict[str, Any] = {k: v for k, v in vals.items() if k not in ("mem_mb", "gpu")}
+    out["mem_mb"] = scaled_mem(vals["mem_mb"])
+    out["gpu"] = int(vals.get("gpu") or 0)
+    if out["gpu"] <= 0:
+        for k in ("gpu_model", "cpus_per_gpu"):
+            out.pop(k, None)
+    return out
