@@ -1,0 +1,194 @@
+# hashing: noisy-label injection + RFCMH robust cross-modal hashing (spec specs/hashing.md).
+# synth (synthetic packs only) -> prep -> noise -> train -> quantize -> evaluate -> report
+from paperflow.hashing import plan as hashing_plan
+
+HASH_DATA = f"{config['data_dir']}/hashing"
+HASH_RES = f"{RESULTS}/hashing"
+HASH_MODELS = f"{config['models_dir']}/hashing"
+
+if "hashing" in ENABLED:
+    _hcfg = config["hashing"]
+    STUDY_TARGETS["hashing"] = [f"{HASH_RES}/metrics.json", f"{HASH_RES}/summary.md"]
+    STUDY_SUMMARIES["hashing"] = f"{HASH_RES}/summary.md"
+
+
+wildcard_constraints:
+    hds=r"[A-Za-z0-9_\-]+",
+    hmethod=r"plain|small_loss|label_smooth|rfcmh|rfcmh_paper",
+    hbits=r"\d+",
+    hmode=r"sym|asym",
+    hrate=r"[0-9.]+",
+    hsplit=r"train|val",
+    hseed=r"\d+",
+
+
+def _hash_pack(w):
+    d = config["hashing"]["datasets"][w.hds]
+    return f"{HASH_DATA}/raw/{w.hds}.mat" if d.get("synthetic", False) else d["path"]
+
+
+def _hash_evals():
+    return [f"{HASH_RES}/eval/{r['dataset']}/{r['run']}.json" for r in hashing_plan.runs(config["hashing"])]
+
+
+def _hash_sidecars():
+    return [f"{HASH_RES}/noise/{ds}/{sp}-{m}-r{r}-s{s}.json" for ds, sp, m, r, s in hashing_plan.noise_records(config["hashing"])]
+
+
+rule hashing_synth:
+    output:
+        f"{HASH_DATA}/raw/{{hds}}.mat",
+    params:
+        p=lambda w: as_json(hashing_plan.synth_params(config["hashing"], w.hds)),
+    log:
+        "logs/hashing/synth/{hds}.log",
+    threads: 1
+    resources:
+        mem_mb=mem_mb(1000),
+        runtime=10,
+    conda:
+        "../envs/hashing.yaml"
+    shell:
+        "paperflow hashing synth --params {params.p:q} --out {output} > {log} 2>&1"
+
+
+rule hashing_prep:
+    input:
+        _hash_pack,
+    output:
+        train=f"{HASH_DATA}/{{hds}}/train.npz",
+        val=f"{HASH_DATA}/{{hds}}/val.npz",
+        query=f"{HASH_DATA}/{{hds}}/query.npz",
+        database=f"{HASH_DATA}/{{hds}}/database.npz",
+        meta=f"{HASH_DATA}/{{hds}}/meta.json",
+    params:
+        p=lambda w: as_json(hashing_plan.prep_params(config["hashing"], w.hds)),
+        outdir=lambda w: f"{HASH_DATA}/{w.hds}",
+    log:
+        "logs/hashing/prep/{hds}.log",
+    threads: 1
+    resources:
+        mem_mb=mem_mb(4000),
+        runtime=20,
+    conda:
+        "../envs/hashing.yaml"
+    shell:
+        "paperflow hashing prep --params {params.p:q} --pack {input} --outdir {params.outdir} > {log} 2>&1"
+
+
+rule hashing_noise:
+    input:
+        f"{HASH_DATA}/{{hds}}/{{hsplit}}.npz",
+    output:
+        rec=f"{HASH_RES}/noise/{{hds}}/{{hsplit}}-{{hmode}}-r{{hrate}}-s{{hseed}}.npz",
+        side=f"{HASH_RES}/noise/{{hds}}/{{hsplit}}-{{hmode}}-r{{hrate}}-s{{hseed}}.json",
+    params:
+        p=lambda w: as_json(hashing_plan.noise_params(config["hashing"], w.hmode, w.hrate, w.hseed)),
+    log:
+        "logs/hashing/noise/{hds}/{hsplit}-{hmode}-r{hrate}-s{hseed}.log",
+    threads: 1
+    resources:
+        mem_mb=mem_mb(1000),
+        runtime=10,
+    conda:
+        "../envs/hashing.yaml"
+    shell:
+        "paperflow hashing noise --params {params.p:q} --split-file {input} --out {output.rec} "
+        "--sidecar {output.side} > {log} 2>&1"
+
+
+# Test splits (query/database) are deliberately not inputs of training.
+rule hashing_train:
+    input:
+        train=f"{HASH_DATA}/{{hds}}/train.npz",
+        val=f"{HASH_DATA}/{{hds}}/val.npz",
+        noise_train=f"{HASH_RES}/noise/{{hds}}/train-{{hmode}}-r{{hrate}}-s{{hseed}}.npz",
+        noise_val=lambda w: f"{HASH_RES}/noise/{w.hds}/val-{w.hmode}-r{w.hrate}-s{int(w.hseed) + config['hashing']['noise']['val_seed_offset']}.npz",
+    output:
+        weights=f"{HASH_MODELS}/{{hds}}/{{hmethod}}-L{{hbits}}-{{hmode}}{{hrate}}-s{{hseed}}/weights.npz",
+        log_jsonl=f"{HASH_MODELS}/{{hds}}/{{hmethod}}-L{{hbits}}-{{hmode}}{{hrate}}-s{{hseed}}/log.jsonl",
+    params:
+        p=lambda w: as_json(hashing_plan.train_params(config["hashing"], w.hds, w.hmethod, w.hbits, w.hmode, w.hrate, w.hseed)),
+    log:
+        "logs/hashing/train/{hds}/{hmethod}-L{hbits}-{hmode}{hrate}-s{hseed}.log",
+    benchmark:
+        "benchmarks/hashing/train/{hds}/{hmethod}-L{hbits}-{hmode}{hrate}-s{hseed}.tsv"
+    threads: 1
+    resources:
+        mem_mb=mem_mb(2000),
+        runtime=60,
+    conda:
+        "../envs/hashing.yaml"
+    shell:
+        "paperflow hashing train --params {params.p:q} --train {input.train} --val {input.val} "
+        "--noise-train {input.noise_train} --noise-val {input.noise_val} --out {output.weights} "
+        "--log-jsonl {output.log_jsonl} > {log} 2>&1"
+
+
+rule hashing_quantize:
+    input:
+        weights=f"{HASH_MODELS}/{{hds}}/{{hmethod}}-L{{hbits}}-{{hmode}}{{hrate}}-s{{hseed}}/weights.npz",
+        query=f"{HASH_DATA}/{{hds}}/query.npz",
+        database=f"{HASH_DATA}/{{hds}}/database.npz",
+    output:
+        f"{HASH_RES}/codes/{{hds}}/{{hmethod}}-L{{hbits}}-{{hmode}}{{hrate}}-s{{hseed}}.npz",
+    params:
+        p=lambda w: as_json(hashing_plan.eval_params(config["hashing"], w.hbits)),
+    log:
+        "logs/hashing/quantize/{hds}/{hmethod}-L{hbits}-{hmode}{hrate}-s{hseed}.log",
+    threads: 1
+    resources:
+        mem_mb=mem_mb(2000),
+        runtime=10,
+    conda:
+        "../envs/hashing.yaml"
+    shell:
+        "paperflow hashing quantize --params {params.p:q} --weights {input.weights} --query {input.query} "
+        "--database {input.database} --out {output} > {log} 2>&1"
+
+
+rule hashing_evaluate:
+    input:
+        codes=f"{HASH_RES}/codes/{{hds}}/{{hmethod}}-L{{hbits}}-{{hmode}}{{hrate}}-s{{hseed}}.npz",
+        weights=f"{HASH_MODELS}/{{hds}}/{{hmethod}}-L{{hbits}}-{{hmode}}{{hrate}}-s{{hseed}}/weights.npz",
+        query=f"{HASH_DATA}/{{hds}}/query.npz",
+        database=f"{HASH_DATA}/{{hds}}/database.npz",
+    output:
+        f"{HASH_RES}/eval/{{hds}}/{{hmethod}}-L{{hbits}}-{{hmode}}{{hrate}}-s{{hseed}}.json",
+    params:
+        p=lambda w: as_json(hashing_plan.eval_params(config["hashing"], w.hbits)),
+    log:
+        "logs/hashing/evaluate/{hds}/{hmethod}-L{hbits}-{hmode}{hrate}-s{hseed}.log",
+    threads: 1
+    resources:
+        mem_mb=mem_mb(2000),
+        runtime=10,
+    conda:
+        "../envs/hashing.yaml"
+    shell:
+        "paperflow hashing evaluate --params {params.p:q} --codes {input.codes} "
+        "--weights-manifest {input.weights}.manifest.json --query {input.query} --database {input.database} "
+        "--out {output} > {log} 2>&1"
+
+
+rule hashing_report:
+    input:
+        evals=_hash_evals(),
+        sidecars=_hash_sidecars(),
+    output:
+        metrics=f"{HASH_RES}/metrics.json",
+        summary=f"{HASH_RES}/summary.md",
+    params:
+        p=lambda w: as_json(hashing_plan.report_params(config["hashing"])),
+        outdir=HASH_RES,
+    log:
+        "logs/hashing/report.log",
+    threads: 1
+    resources:
+        mem_mb=mem_mb(1000),
+        runtime=10,
+    conda:
+        "../envs/hashing.yaml"
+    shell:
+        "paperflow hashing report --params {params.p:q} --evals {input.evals} "
+        "--noise-sidecars {input.sidecars} --outdir {params.outdir} > {log} 2>&1"

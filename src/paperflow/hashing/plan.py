@@ -1,0 +1,104 @@
+"""Planning: the validated `hashing:` config section -> the list of runs and each job's params.
+Rules and the CLI call the same functions, so a job reruns exactly when its parameters change."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from paperflow.hashing.data import FORMATS
+
+
+def fmt_rate(r: float) -> str:
+    return f"{float(r):g}"
+
+
+def settings(cfg: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(mode, rate-string) pairs: clean (sym 0) and every configured noisy setting."""
+    out = [("sym", fmt_rate(r)) for r in cfg["noise"]["sym_rates"]]
+    out += [("asym", fmt_rate(r)) for r in cfg["noise"]["asym_rates"] if float(r) > 0]
+    seen, uniq = set(), []
+    for s in out:
+        if s not in seen:
+            seen.add(s)
+            uniq.append(s)
+    return uniq
+
+
+def run_name(method: str, bits: int | str, mode: str, rate: str, seed: int | str) -> str:
+    """Run id; the training seed is a job parameter (config `grid.train_seed`), not part of the name."""
+    return f"{method}-L{bits}-{mode}{rate}-s{seed}"
+
+
+def runs(cfg: Mapping[str, Any]) -> list[dict[str, Any]]:
+    g = cfg["grid"]
+    out = []
+    for dataset in cfg["datasets"]:
+        for method in g["methods"]:
+            for bits in g["bits"]:
+                if method == "rfcmh_paper" and bits not in g["paper_variant_bits"]:
+                    continue
+                for mode, rate in settings(cfg):
+                    if method == "rfcmh_paper" and mode not in g["paper_variant_modes"]:
+                        continue
+                    for seed in cfg["noise"]["seeds"]:
+                        out.append({"dataset": dataset, "method": method, "bits": bits, "mode": mode, "rate": rate,
+                                    "seed": seed, "train_seed": g["train_seed"],
+                                    "run": run_name(method, bits, mode, rate, seed)})
+    return out
+
+
+def noise_records(cfg: Mapping[str, Any]) -> list[tuple[str, str, str, str, int]]:
+    """(dataset, split, mode, rate, seed) of every record the runs need."""
+    recs = set()
+    for r in runs(cfg):
+        recs.add((r["dataset"], "train", r["mode"], r["rate"], r["seed"]))
+        recs.add((r["dataset"], "val", r["mode"], r["rate"], r["seed"] + cfg["noise"]["val_seed_offset"]))
+    return sorted(recs)
+
+
+def is_multilabel(cfg: Mapping[str, Any], dataset: str) -> bool:
+    return bool(FORMATS[cfg["datasets"][dataset]["format"]]["multilabel"])
+
+
+def synth_params(cfg: Mapping[str, Any], dataset: str) -> dict[str, Any]:
+    return {"format": cfg["datasets"][dataset]["format"], "synthetic": dict(cfg["synthetic"])}
+
+
+def prep_params(cfg: Mapping[str, Any], dataset: str) -> dict[str, Any]:
+    d = cfg["datasets"][dataset]
+    return {"format": d["format"], "n_train_ml": d["n_train_ml"], "n_val_ml": d["n_val_ml"], "split_seed": 0}
+
+
+def noise_params(cfg: Mapping[str, Any], mode: str, rate: str, seed: int | str) -> dict[str, Any]:
+    return {"mode": mode, "rate": float(rate), "seed": int(seed)}
+
+
+def train_params(cfg: Mapping[str, Any], dataset: str, method: str, bits: int | str, mode: str, rate: str,
+                 seed: int | str) -> dict[str, Any]:
+    p: dict[str, Any] = {"method": method, "bits": int(bits), "mode": mode, "rate": float(rate), "seed": int(seed),
+                         "val_seed": int(seed) + cfg["noise"]["val_seed_offset"],
+                         "train_seed": cfg["grid"]["train_seed"], "multilabel": is_multilabel(cfg, dataset),
+                         "train": dict(cfg["train"])}
+    if method.startswith("rfcmh"):
+        p["rfcmh"] = dict(cfg["rfcmh"])
+    else:
+        b = cfg["baselines"]
+        p["baselines"] = {"ce_temp": b["ce_temp"]}
+        if method == "small_loss":
+            p["baselines"].update(small_loss_warmup=b["small_loss_warmup"], small_loss_alpha=b["small_loss_alpha"],
+                                  tau=cfg["rfcmh"]["tau"], q=cfg["rfcmh"]["q"])
+        if method == "label_smooth":
+            p["baselines"]["label_smooth_eps"] = list(b["label_smooth_eps"])
+        if method in ("plain", "small_loss", "label_smooth"):
+            p["baselines"]["gamma"] = cfg["rfcmh"]["gamma"]
+    return p
+
+
+def eval_params(cfg: Mapping[str, Any], bits: int | str) -> dict[str, Any]:
+    return {"bits": int(bits), "selections": list(cfg["train"]["selections"])}
+
+
+def report_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    return {"runs": [{k: r[k] for k in ("dataset", "method", "bits", "mode", "rate", "seed", "run")} for r in runs(cfg)],
+            "primary_selection": cfg["report"]["primary_selection"], "selections": list(cfg["train"]["selections"])}
