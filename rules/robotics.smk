@@ -1,0 +1,136 @@
+# robotics: simulator -> Bridge V2 raw tree -> multi-view dataset -> MVP-LAM / single-view LAM -> action-centricity
+# (spec specs/robotics.md sections a-c). sim -> extract -> lam_train -> lam_eval -> mvplam_report
+from paperflow.robotics import plan as robotics_plan
+
+ROB_DATA = f"{config['data_dir']}/robotics"
+ROB_RES = f"{RESULTS}/robotics/mvplam"
+ROB_MODELS = f"{config['models_dir']}/robotics/mvplam"
+
+if "robotics" in ENABLED:
+    _rcfg = config["robotics"]
+    STUDY_TARGETS["robotics"] = [f"{ROB_RES}/metrics.json", f"{ROB_RES}/summary.md", f"{ROB_RES}/frames.png",
+                                 f"{ROB_RES}/action_info.png"]
+    STUDY_SUMMARIES["robotics"] = f"{ROB_RES}/summary.md"
+
+
+wildcard_constraints:
+    rmodel=r"mvp|single|single0",
+    rseed=r"\d+",
+
+
+def _rob_raw(w=None):
+    """The raw tree the extractor reads: a staged Bridge V2 tree, or the simulator's."""
+    root = config["robotics"]["extract"]["raw_root"]
+    return root if root else f"{ROB_DATA}/sim/raw"
+
+
+def _rob_metrics():
+    c = config["robotics"]
+    return [f"{ROB_RES}/{m}/seed{s}/metrics.json" for m in robotics_plan.models(c) for s in robotics_plan.seeds(c)]
+
+
+rule robotics_sim:
+    output:
+        raw=directory(f"{ROB_DATA}/sim/raw"),
+        truth=directory(f"{ROB_DATA}/sim/truth"),
+    params:
+        p=lambda w: as_json(robotics_plan.sim_params(config["robotics"])),
+    log:
+        "logs/robotics/sim.log",
+    benchmark:
+        "benchmarks/robotics/sim.tsv"
+    threads: 1
+    resources:
+        **stage_resources("robotics", "sim", mem_mb=2000, runtime=20),
+    conda:
+        "../envs/robotics.yaml"
+    shell:
+        "paperflow robotics sim --params {params.p:q} --out {output.raw} --truth {output.truth} > {log} 2>&1"
+
+
+rule robotics_extract:
+    input:
+        _rob_raw,
+    output:
+        directory(f"{ROB_DATA}/mv"),
+    params:
+        p=lambda w: as_json(robotics_plan.extract_params(config["robotics"])),
+    log:
+        "logs/robotics/extract.log",
+    benchmark:
+        "benchmarks/robotics/extract.tsv"
+    threads: 1
+    resources:
+        **stage_resources("robotics", "extract", mem_mb=4000, runtime=30),
+    conda:
+        "../envs/robotics.yaml"
+    shell:
+        "paperflow robotics extract --params {params.p:q} --raw {input} --out {output} > {log} 2>&1"
+
+
+rule robotics_lam_train:
+    input:
+        f"{ROB_DATA}/mv",
+    output:
+        directory(f"{ROB_MODELS}/{{rmodel}}/seed{{rseed}}"),
+    params:
+        p=lambda w: as_json(robotics_plan.train_params(config["robotics"], w.rmodel)),
+    log:
+        "logs/robotics/lam_train/{rmodel}-seed{rseed}.log",
+    benchmark:
+        "benchmarks/robotics/lam_train/{rmodel}-seed{rseed}.tsv"
+    threads: 1
+    resources:
+        **stage_resources("robotics", "lam_train", mem_mb=3000, runtime=60),
+    conda:
+        "../envs/robotics.yaml"
+    shell:
+        "python -m paperflow.core.accel launch --procs {resources.gpu} -- paperflow robotics lam-train "
+        "--params {params.p:q} --data {input} --model {wildcards.rmodel} --seed {wildcards.rseed} --out {output} "
+        "> {log} 2>&1"
+
+
+rule robotics_lam_eval:
+    input:
+        data=f"{ROB_DATA}/mv",
+        model=f"{ROB_MODELS}/{{rmodel}}/seed{{rseed}}",
+    output:
+        f"{ROB_RES}/{{rmodel}}/seed{{rseed}}/metrics.json",
+    params:
+        p=lambda w: as_json(robotics_plan.eval_params(config["robotics"])),
+    log:
+        "logs/robotics/lam_eval/{rmodel}-seed{rseed}.log",
+    benchmark:
+        "benchmarks/robotics/lam_eval/{rmodel}-seed{rseed}.tsv"
+    threads: 1
+    resources:
+        **stage_resources("robotics", "lam_eval", mem_mb=3000, runtime=30),
+    conda:
+        "../envs/robotics.yaml"
+    shell:
+        "paperflow robotics lam-eval --params {params.p:q} --data {input.data} --model-dir {input.model} "
+        "--seed {wildcards.rseed} --out {output} > {log} 2>&1"
+
+
+rule robotics_mvplam_report:
+    input:
+        data=f"{ROB_DATA}/mv",
+        metrics=_rob_metrics(),
+    output:
+        metrics=f"{ROB_RES}/metrics.json",
+        summary=f"{ROB_RES}/summary.md",
+        frames=f"{ROB_RES}/frames.png",
+        bars=f"{ROB_RES}/action_info.png",
+    params:
+        p=lambda w: as_json(robotics_plan.report_params(config["robotics"])),
+        outdir=ROB_RES,
+    log:
+        "logs/robotics/mvplam_report.log",
+    threads: 1
+    resources:
+        **stage_resources("robotics", "report", mem_mb=2000, runtime=10),
+    conda:
+        "../envs/robotics.yaml"
+    shell:
+        "paperflow robotics report --params {params.p:q} --data {input.data} --metrics {input.metrics} "
+        "--outdir {params.outdir} > {log} 2>&1"
