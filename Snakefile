@@ -10,6 +10,7 @@ configfile: "config/config.yaml"
 include: "rules/common.smk"  # validates the config before any job runs
 include: "rules/bandits.smk"
 include: "rules/lm.smk"
+include: "rules/robotics.smk"
 include: "rules/report.smk"
 
 
