@@ -1,0 +1,52 @@
+"""Shared fixtures. Tests run with OMP_NUM_THREADS=1 (set here before torch/numpy spin up threads)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("PAPERFLOW_PROGRESS", "0")
+
+REPO = Path(__file__).resolve().parents[1]
+SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+
+
+def snakemake(workdir: Path, *args: str, configfile: Path | None = None, check: bool = True,
+              timeout: int = 1800) -> subprocess.CompletedProcess:
+    """Run the repo's workflow with `workdir` as working directory (outputs land there)."""
+    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
+           "--configfile", str(configfile or REPO / "config" / "test.yaml"), *args]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def only_studies(tmp: Path, keep: set[str], base: Path | None = None, edit=None) -> Path:
+    """A copy of config/test.yaml with every study not in `keep` disabled (optionally edited)."""
+    cfg = yaml.safe_load((base or REPO / "config" / "test.yaml").read_text())
+    for key, val in cfg.items():
+        if isinstance(val, dict) and "enabled" in val and key not in keep:
+            val["enabled"] = False
+    if edit:
+        edit(cfg)
+    out = tmp / "config.yaml"
+    out.write_text(yaml.safe_dump(cfg))
+    return out
+
+
+@pytest.fixture(scope="session")
+def smk_run(tmp_path_factory) -> Path:
+    """The whole workflow run once on config/test.yaml (every enabled study); returns the workdir."""
+    wd = tmp_path_factory.mktemp("smk_test_run")
+    snakemake(wd, "--cores", "2", "all")
+    return wd

@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from paperflow.core.io import Stage, atomic_path, file_digest, manifest_path, read_manifest, write_json
+
+
+def test_atomic_write_leaves_nothing_on_failure(tmp_path):
+    out = tmp_path / "sub" / "x.json"
+    with pytest.raises(RuntimeError):
+        with atomic_path(out) as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("killed")
+    assert not out.exists()
+    assert list((tmp_path / "sub").iterdir()) == []  # no temp debris either
+
+
+def test_atomic_replaces_existing_file_and_dir(tmp_path):
+    f = tmp_path / "a.txt"
+    f.write_text("old")
+    with atomic_path(f) as tmp:
+        tmp.write_text("new")
+    assert f.read_text() == "new"
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "stale").write_text("1")
+    with atomic_path(d) as tmp:
+        tmp.mkdir()
+        (tmp / "fresh").write_text("2")
+    assert [p.name for p in d.iterdir()] == ["fresh"]
+
+
+def test_stage_writes_manifest(tmp_path):
+    inp = tmp_path / "in.txt"
+    inp.write_text("data")
+    out = tmp_path / "out.json"
+    with Stage("demo.stage", config={"a": 1}, outputs=[out], inputs=[inp], seed=3) as st:
+        write_json(out, {"v": 1})
+        st.metrics["score"] = 0.5
+    m = read_manifest(out)
+    assert m["stage"] == "demo.stage" and m["seed"] == 3 and m["metrics"] == {"score": 0.5}
+    assert m["inputs"] == {str(inp): file_digest(inp)}
+    assert m["output_sha256"] == file_digest(out)
+    assert len(m["config_hash"]) == 16 and "numpy" in m["packages"] and m["wall_time_s"] >= 0
+
+
+def test_stage_failure_writes_no_manifest(tmp_path):
+    out = tmp_path / "o.json"
+    with pytest.raises(ValueError):
+        with Stage("demo", config={}, outputs=[out]):
+            raise ValueError("boom")
+    assert not manifest_path(out).exists()
+
+
+def test_stage_requires_its_output(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        with Stage("demo", config={}, outputs=[tmp_path / "never.json"]):
+            pass
+
+
+def test_config_hash_is_order_independent(tmp_path):
+    from paperflow.core.config import config_hash
+
+    assert config_hash({"a": 1, "b": [1, 2]}) == config_hash(json.loads('{"b": [1, 2], "a": 1}'))
+    assert config_hash({"a": 1}) != config_hash({"a": 2})
