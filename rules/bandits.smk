@@ -10,10 +10,6 @@ if "bandits" in ENABLED:
     STUDY_SUMMARIES["bandits"] = f"{BANDITS}/summary.md"
 
 
-def bandits_cells(wildcards=None):
-    return [c.path(RESULTS) for c in bandits_plan.cells(config["bandits"])]
-
-
 rule bandits_simulate:
     output:
         f"{BANDITS}/runs/{{exp}}/{{regime}}/{{variant}}/T{{T}}_s{{seed}}.json",
@@ -42,7 +38,7 @@ rule bandits_simulate:
 
 rule bandits_aggregate:
     input:
-        bandits_cells,
+        lambda w: [c.path(RESULTS) for c in bandits_plan.cells(config["bandits"])],
     output:
         f"{BANDITS}/metrics.json",
     log:
@@ -67,7 +63,7 @@ rule bandits_figures:
             caption="../workflow/report/bandits.rst",
         ),
     params:
-        outdir=f"{BANDITS}/figures",
+        outdir=lambda w, output: os.path.dirname(output[0]),
     log:
         "logs/bandits/figures.log",
     threads: 1

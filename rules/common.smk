@@ -1,5 +1,6 @@
 # Helpers shared by every study: config validation, enabled studies, targets, resources.
 import json
+import os
 import sys
 from pathlib import Path
 
