@@ -1,0 +1,134 @@
+# fdiv: f-divergence surrogate losses (f-TB) for VI and GFlowNets. Logic: src/paperflow/fdiv.
+# identity checks + one job per (model, loss, seed) GMM fit and per (loss, seed) hypergrid run
+# -> aggregate (metrics.json, curves.csv) -> figures -> summary.md
+from paperflow.fdiv import plan as fdiv_plan
+
+FDIV = config["fdiv"]
+FDIV_OUT = f"{RESULTS}/fdiv"
+
+if "fdiv" in ENABLED:
+    STUDY_TARGETS["fdiv"] = [
+        f"{FDIV_OUT}/metrics.json",
+        *[f"{FDIV_OUT}/figures/{n}" for n in fdiv_plan.figures(FDIV)],
+        f"{FDIV_OUT}/summary.md",
+    ]
+    STUDY_SUMMARIES["fdiv"] = f"{FDIV_OUT}/summary.md"
+
+
+def _fdiv_runs(wildcards=None):
+    files = [f"{FDIV_OUT}/unit/identity.json"]
+    files += [fdiv_plan.gmm_path(RESULTS, m, l, s) for m, l, s in fdiv_plan.gmm_runs(FDIV)]
+    files += [fdiv_plan.hypergrid_path(RESULTS, l, s) for l, s in fdiv_plan.hypergrid_runs(FDIV)]
+    return files
+
+
+rule fdiv_identity:
+    output:
+        f"{FDIV_OUT}/unit/identity.json",
+    params:
+        p=lambda w: as_json(fdiv_plan.identity_params(FDIV)),
+    log:
+        "logs/fdiv/identity.log",
+    benchmark:
+        "benchmarks/fdiv/identity.tsv"
+    threads: 1
+    resources:
+        **stage_resources("fdiv", "identity", mem_mb=1000, runtime=15),
+    conda:
+        "../envs/fdiv.yaml"
+    shell:
+        "paperflow fdiv identity --params {params.p:q} --out {output} > {log} 2>&1"
+
+
+rule fdiv_gmm:
+    output:
+        json=f"{FDIV_OUT}/gmm/{{model}}/{{loss}}/seed{{seed}}.json",
+        density=f"{FDIV_OUT}/gmm/{{model}}/{{loss}}/seed{{seed}}.npz",
+    params:
+        p=lambda w: as_json(fdiv_plan.gmm_params(FDIV, w.model, w.loss, int(w.seed))),
+    log:
+        "logs/fdiv/gmm/{model}/{loss}/seed{seed}.log",
+    benchmark:
+        "benchmarks/fdiv/gmm/{model}/{loss}/seed{seed}.tsv"
+    threads: 1
+    resources:
+        **stage_resources("fdiv", "gmm", mem_mb=1000, runtime=30),
+    conda:
+        "../envs/fdiv.yaml"
+    shell:
+        "paperflow fdiv gmm --params {params.p:q} --out {output.json} --density {output.density} > {log} 2>&1"
+
+
+rule fdiv_hypergrid:
+    output:
+        f"{FDIV_OUT}/hypergrid/{{loss}}/seed{{seed}}.json",
+    params:
+        p=lambda w: as_json(fdiv_plan.hypergrid_params(FDIV, w.loss, int(w.seed))),
+    log:
+        "logs/fdiv/hypergrid/{loss}/seed{seed}.log",
+    benchmark:
+        "benchmarks/fdiv/hypergrid/{loss}/seed{seed}.tsv"
+    threads: 1
+    resources:
+        **stage_resources("fdiv", "hypergrid", mem_mb=1000, runtime=30),
+    conda:
+        "../envs/fdiv.yaml"
+    shell:
+        "paperflow fdiv hypergrid --params {params.p:q} --out {output} > {log} 2>&1"
+
+
+rule fdiv_aggregate:
+    input:
+        _fdiv_runs,
+    output:
+        metrics=f"{FDIV_OUT}/metrics.json",
+        curves=f"{FDIV_OUT}/curves.csv",
+    params:
+        p=lambda w: as_json(fdiv_plan.report_params(FDIV)),
+    log:
+        "logs/fdiv/aggregate.log",
+    threads: 1
+    resources:
+        **stage_resources("fdiv", "aggregate", mem_mb=1000, runtime=10),
+    conda:
+        "../envs/fdiv.yaml"
+    shell:
+        "paperflow fdiv aggregate --params {params.p:q} --results {RESULTS} --out {output.metrics} "
+        "--curves {output.curves} > {log} 2>&1"
+
+
+rule fdiv_figures:
+    input:
+        f"{FDIV_OUT}/metrics.json",
+        f"{FDIV_OUT}/curves.csv",
+    output:
+        [f"{FDIV_OUT}/figures/{n}" for n in fdiv_plan.figures(FDIV)],
+    params:
+        p=lambda w: as_json(fdiv_plan.report_params(FDIV)),
+    log:
+        "logs/fdiv/figures.log",
+    threads: 1
+    resources:
+        **stage_resources("fdiv", "figures", mem_mb=1000, runtime=10),
+    conda:
+        "../envs/fdiv.yaml"
+    shell:
+        "paperflow fdiv figures --params {params.p:q} --results {RESULTS} --outdir {FDIV_OUT}/figures > {log} 2>&1"
+
+
+rule fdiv_summary:
+    input:
+        f"{FDIV_OUT}/metrics.json",
+    output:
+        f"{FDIV_OUT}/summary.md",
+    params:
+        p=lambda w: as_json(fdiv_plan.report_params(FDIV)),
+    log:
+        "logs/fdiv/summary.log",
+    threads: 1
+    resources:
+        **stage_resources("fdiv", "summary", mem_mb=500, runtime=5),
+    conda:
+        "../envs/fdiv.yaml"
+    shell:
+        "paperflow fdiv summary --params {params.p:q} --results {RESULTS} --out {output} > {log} 2>&1"
