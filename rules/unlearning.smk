@@ -1,0 +1,190 @@
+# Unlearning under leak@k, with RULE (src/paperflow/unlearning; spec ../shared/specs/unlearning.md).
+from paperflow.unlearning import plan as ul_plan
+
+if "unlearning" in ENABLED:
+    _UL = config["unlearning"]
+    _UL_RUN = _UL["run_name"]
+    UL_DATA = f"{config['data_dir']}/unlearning/{_UL_RUN}/tofu"
+    UL_MODELS = f"{config['models_dir']}/unlearning/{_UL_RUN}"
+    UL_RES = f"{RESULTS}/unlearning/{_UL_RUN}"
+    _UL_METHODS = "|".join(_UL["methods"])
+    _UL_BASES = "|".join(_UL["rule"]["bases"])
+    _UL_TARGETS = [f"{UL_RES}/{f}" for f in ("summary.md", "metrics.json", "leak_curves.png", "table.md")]
+    STUDY_TARGETS["unlearning"] = _UL_TARGETS
+    STUDY_SUMMARIES["unlearning"] = f"{UL_RES}/summary.md"
+
+    def _ul_tokenizer(wildcards):
+        return [f"{UL_MODELS}/tokenizer"] if _UL["model"]["kind"] == "tiny" else [_UL["model"]["pretrained_path"]]
+
+    rule unlearning_data:
+        output:
+            directory(UL_DATA),
+        params:
+            p=lambda w: as_json(ul_plan.data_params(_UL)),
+        log:
+            f"logs/unlearning/{_UL_RUN}/data.log",
+        threads: 1
+        resources:
+            mem_mb=mem_mb(1000),
+            runtime=10,
+        conda:
+            "../envs/unlearning.yaml"
+        shell:
+            "paperflow unlearning data --params {params.p:q} --out {output} > {log} 2>&1"
+
+    rule unlearning_tokenizer:
+        input:
+            UL_DATA,
+        output:
+            directory(f"{UL_MODELS}/tokenizer"),
+        params:
+            p=lambda w: as_json(ul_plan.tokenizer_params(_UL)),
+        log:
+            f"logs/unlearning/{_UL_RUN}/tokenizer.log",
+        threads: 1
+        resources:
+            mem_mb=mem_mb(1000),
+            runtime=10,
+        conda:
+            "../envs/unlearning.yaml"
+        shell:
+            "paperflow unlearning tokenizer --params {params.p:q} --data {input} --out {output} > {log} 2>&1"
+
+    rule unlearning_finetune:
+        input:
+            data=UL_DATA,
+            tok=_ul_tokenizer,
+        output:
+            directory(f"{UL_MODELS}/seed{{seed}}/{{ul_split}}"),
+        wildcard_constraints:
+            ul_split="full|retain",
+        params:
+            p=lambda w: as_json(ul_plan.finetune_params(_UL, w.ul_split, int(w.seed))),
+            tok=lambda w, input: f"--tokenizer {input.tok}" if _UL["model"]["kind"] == "tiny" else "",
+        log:
+            f"logs/unlearning/{_UL_RUN}/finetune/{{ul_split}}_seed{{seed}}.log",
+        benchmark:
+            f"benchmarks/unlearning/{_UL_RUN}/finetune/{{ul_split}}_seed{{seed}}.tsv"
+        threads: 1
+        resources:
+            mem_mb=mem_mb(4000),
+            runtime=60,
+        conda:
+            "../envs/unlearning.yaml"
+        shell:
+            "paperflow unlearning finetune --params {params.p:q} --data {input.data} {params.tok} --out {output} > {log} 2>&1"
+
+    rule unlearning_unlearn:
+        input:
+            data=UL_DATA,
+            full=lambda w: f"{UL_MODELS}/seed{ul_plan.ref_seed(_UL, w.seed)}/full",
+            retain=lambda w: f"{UL_MODELS}/seed{ul_plan.ref_seed(_UL, w.seed)}/retain",
+        output:
+            directory(f"{UL_MODELS}/seed{{seed}}/{{ul_method}}"),
+        wildcard_constraints:
+            ul_method=_UL_METHODS,
+        params:
+            p=lambda w: as_json(ul_plan.unlearn_params(_UL, w.ul_method, int(w.seed))),
+        log:
+            f"logs/unlearning/{_UL_RUN}/unlearn/{{ul_method}}_seed{{seed}}.log",
+        benchmark:
+            f"benchmarks/unlearning/{_UL_RUN}/unlearn/{{ul_method}}_seed{{seed}}.tsv"
+        threads: 1
+        resources:
+            mem_mb=mem_mb(4000),
+            runtime=60,
+        conda:
+            "../envs/unlearning.yaml"
+        shell:
+            "paperflow unlearning unlearn --params {params.p:q} --data {input.data} --full {input.full} "
+            "--retain {input.retain} --out {output} > {log} 2>&1"
+
+    rule unlearning_rule:
+        input:
+            data=UL_DATA,
+            base=f"{UL_MODELS}/seed{{seed}}/{{ul_base}}",
+        output:
+            directory(f"{UL_MODELS}/seed{{seed}}/{{ul_kind}}_{{ul_base}}"),
+        wildcard_constraints:
+            ul_kind="rule|control",
+            ul_base=_UL_BASES,
+        params:
+            p=lambda w: as_json(ul_plan.rule_params(_UL, w.ul_kind, w.ul_base, int(w.seed))),
+        log:
+            f"logs/unlearning/{_UL_RUN}/rule/{{ul_kind}}_{{ul_base}}_seed{{seed}}.log",
+        benchmark:
+            f"benchmarks/unlearning/{_UL_RUN}/rule/{{ul_kind}}_{{ul_base}}_seed{{seed}}.tsv"
+        threads: 1
+        resources:
+            mem_mb=mem_mb(4000),
+            runtime=60,
+        conda:
+            "../envs/unlearning.yaml"
+        shell:
+            "paperflow unlearning rule --params {params.p:q} --data {input.data} --base {input.base} "
+            "--out {output} > {log} 2>&1"
+
+    rule unlearning_sample:
+        input:
+            data=UL_DATA,
+            model=lambda w: f"{UL_MODELS}/seed{ul_plan.model_seed(_UL, w.ul_model, w.seed)}/{w.ul_model}",
+        output:
+            f"{UL_RES}/samples/seed{{seed}}/{{ul_model}}.jsonl",
+        wildcard_constraints:
+            ul_model="|".join(ul_plan.model_names(_UL)),
+        params:
+            p=lambda w: as_json(ul_plan.sample_params(_UL, w.ul_model, int(w.seed))),
+        log:
+            f"logs/unlearning/{_UL_RUN}/sample/{{ul_model}}_seed{{seed}}.log",
+        benchmark:
+            f"benchmarks/unlearning/{_UL_RUN}/sample/{{ul_model}}_seed{{seed}}.tsv"
+        threads: 1
+        resources:
+            mem_mb=mem_mb(4000),
+            runtime=60,
+        conda:
+            "../envs/unlearning.yaml"
+        shell:
+            "paperflow unlearning sample --params {params.p:q} --data {input.data} --model {input.model} "
+            "--out {output} > {log} 2>&1"
+
+    rule unlearning_judge:
+        input:
+            f"{UL_RES}/samples/seed{{seed}}/{{ul_model}}.jsonl",
+        output:
+            f"{UL_RES}/metrics/seed{{seed}}/{{ul_model}}.json",
+        params:
+            p=lambda w: as_json(ul_plan.judge_params(_UL)),
+        log:
+            f"logs/unlearning/{_UL_RUN}/judge/{{ul_model}}_seed{{seed}}.log",
+        threads: 1
+        resources:
+            mem_mb=mem_mb(1000),
+            runtime=30,
+        conda:
+            "../envs/unlearning.yaml"
+        shell:
+            "paperflow unlearning judge --params {params.p:q} --samples {input} --seed {wildcards.seed} "
+            "--out {output} > {log} 2>&1"
+
+    rule unlearning_report:
+        input:
+            metrics=expand(f"{UL_RES}/metrics/seed{{seed}}/{{ul_model}}.json", seed=_UL["seeds"],
+                           ul_model=ul_plan.model_names(_UL)),
+            models=sorted({f"{UL_MODELS}/seed{ul_plan.model_seed(_UL, m, s)}/{m}" for s in _UL["seeds"]
+                           for m in ul_plan.model_names(_UL)}),
+        output:
+            _UL_TARGETS,
+        params:
+            p=lambda w: as_json(ul_plan.report_params(_UL)),
+        log:
+            f"logs/unlearning/{_UL_RUN}/report.log",
+        threads: 1
+        resources:
+            mem_mb=mem_mb(1000),
+            runtime=10,
+        conda:
+            "../envs/unlearning.yaml"
+        shell:
+            "paperflow unlearning report --params {params.p:q} --metrics-root {UL_RES}/metrics "
+            "--models-root {UL_MODELS} --out-dir {UL_RES} > {log} 2>&1"

@@ -1,0 +1,1 @@
+"""LLM unlearning under leak@k, with RULE (Reisizadeh et al., ICML 2026). See README.md."""

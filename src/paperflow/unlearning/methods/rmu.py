@@ -1,0 +1,47 @@
+"""RMU [ou]: steer layer-l hidden states of forget answer tokens to c*u (u a fixed random unit vector,
+seeded), and keep retain hidden states at the reference model's:
+L_f = mean_tokens ||h_l(x,y) - c u||^2 / d;  L_r = mean_tokens ||h_l(x_r) - h_l^ref(x_r)||^2 / d.
+All parameters are updated (the original RMU updates three MLPs around layer l; noted in README)."""
+from paperflow.unlearning.methods import METHODS, Method
+
+
+def _hidden(model, batch, layer):
+    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], output_hidden_states=True)
+    return out.hidden_states[layer + 1]  # output of decoder layer `layer`
+
+
+@METHODS.register("rmu")
+class RMU(Method):
+    needs_ref = True
+
+    def __init__(self, params, ref_model=None):
+        super().__init__(params, ref_model)
+        self._u = None
+
+    def _control(self, d):
+        import torch
+
+        if self._u is None:
+            g = torch.Generator().manual_seed(int(self.p.get("seed_u", 0)))
+            u = torch.rand(d, generator=g)
+            self._u = u / u.norm()
+        return float(self.p.get("steering_coef") or 2.0) * self._u
+
+    def forget_loss(self, model, fb):
+        layer = int(self.p.get("layer") or 0)
+        h = _hidden(model, fb, layer)
+        mask = (fb["labels"] != -100).float()
+        d = h.shape[-1]
+        err = ((h - self._control(d)) ** 2).sum(-1) / d
+        return (err * mask).sum() / mask.sum().clamp(min=1)
+
+    def retain_loss(self, model, rb):
+        import torch
+
+        layer = int(self.p.get("layer") or 0)
+        h = _hidden(model, rb, layer)
+        with torch.no_grad():
+            h_ref = _hidden(self.ref, rb, layer)
+        mask = rb["attention_mask"].float()
+        err = ((h - h_ref) ** 2).sum(-1) / h.shape[-1]
+        return (err * mask).sum() / mask.sum().clamp(min=1)

@@ -1,0 +1,129 @@
+"""Batched sampling from a shared prefix: each prompt is prefilled once, its KV cache is expanded to
+n rows (`DynamicCache.batch_repeat_interleave`), and n continuations are decoded together.
+
+`sample_one_at_a_time` is the naive baseline (one `generate` call per sample) used by
+bench/unlearning_sampling.py. Decoding: temperature, then top-k, then top-p (HF order), then a draw
+from a seeded `torch.Generator`; greedy = argmax. Generation stops at EOS (not included in output).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Decoder:
+    name: str
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 50
+    greedy: bool = False
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Decoder":
+        return cls(name=d["name"], temperature=d.get("temperature", 1.0), top_p=d.get("top_p", 1.0),
+                   top_k=d.get("top_k", 50), greedy=d.get("greedy", False))
+
+
+GREEDY = Decoder("greedy", greedy=True)
+
+
+def _choose(logits, dec: Decoder, gen):
+    import torch
+
+    if dec.greedy:
+        return logits.argmax(-1)
+    logits = logits.float() / max(dec.temperature, 1e-6)
+    if dec.top_k and dec.top_k > 0 and dec.top_k < logits.shape[-1]:
+        kth = torch.topk(logits, dec.top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if dec.top_p < 1.0:
+        sorted_logits, idx = torch.sort(logits, descending=True, dim=-1)
+        cum = torch.softmax(sorted_logits, -1).cumsum(-1)
+        remove = cum > dec.top_p
+        remove[:, 1:] = remove[:, :-1].clone()  # keep the first token that crosses top_p
+        remove[:, 0] = False
+        logits = logits.masked_fill(remove.scatter(1, idx, remove), float("-inf"))
+    probs = torch.softmax(logits, -1)
+    return torch.multinomial(probs, 1, generator=gen).squeeze(-1)
+
+
+def sample_shared_prefix(model, prompts: Sequence[Sequence[int]], n: int, dec: Decoder, max_new_tokens: int,
+                         eos_id: int, pad_id: int, seed: int, prompts_per_batch: int = 8) -> list[list[list[int]]]:
+    """For each prompt, n continuations (token id lists, EOS stripped). Greedy ignores n beyond 1."""
+    import torch
+
+    if dec.greedy:
+        n = 1
+    gen = torch.Generator().manual_seed(int(seed))
+    results: list[list[list[int]]] = []
+    model.eval()
+    with torch.no_grad():
+        for start in range(0, len(prompts), prompts_per_batch):
+            chunk = prompts[start: start + prompts_per_batch]
+            P, L = len(chunk), max(len(p) for p in chunk)
+            ids = torch.full((P, L), pad_id, dtype=torch.long)
+            mask = torch.zeros((P, L), dtype=torch.long)
+            for i, p in enumerate(chunk):  # left padding
+                ids[i, L - len(p):] = torch.tensor(list(p))
+                mask[i, L - len(p):] = 1
+            pos = (mask.cumsum(-1) - 1).clamp(min=0)
+            out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)
+            cache = out.past_key_values
+            logits = out.logits[:, -1]
+            if n > 1:  # the shared prefix: computed once, expanded to n rows
+                cache.batch_repeat_interleave(n)
+                logits = logits.repeat_interleave(n, 0)
+                mask = mask.repeat_interleave(n, 0)
+                pos = pos.repeat_interleave(n, 0)
+            B = P * n
+            next_pos = pos[:, -1:] + 1
+            finished = torch.zeros(B, dtype=torch.bool)
+            steps = []
+            for _ in range(max_new_tokens):
+                tok = _choose(logits, dec, gen)
+                tok = torch.where(finished, torch.full_like(tok, pad_id), tok)
+                steps.append(tok)
+                finished |= tok == eos_id
+                if bool(finished.all()):
+                    break
+                mask = torch.cat([mask, torch.ones((B, 1), dtype=mask.dtype)], 1)
+                out = model(input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos,
+                            past_key_values=cache, use_cache=True)
+                cache = out.past_key_values
+                logits = out.logits[:, -1]
+                next_pos = next_pos + 1
+            gen_ids = torch.stack(steps, 1).tolist() if steps else [[] for _ in range(B)]
+            for i in range(P):
+                conts = []
+                for j in range(n):
+                    seq = gen_ids[i * n + j]
+                    conts.append(seq[: seq.index(eos_id)] if eos_id in seq else seq)
+                results.append(conts)
+    return results
+
+
+def sample_one_at_a_time(model, prompts: Sequence[Sequence[int]], n: int, dec: Decoder, max_new_tokens: int,
+                         eos_id: int, pad_id: int, seed: int) -> list[list[list[int]]]:
+    """Baseline: one HF `generate` call per sample (the prompt is prefilled n times)."""
+    import torch
+
+    torch.manual_seed(int(seed))
+    results = []
+    with torch.no_grad():
+        for p in prompts:
+            x = torch.tensor([list(p)])
+            conts = []
+            for _ in range(1 if dec.greedy else n):
+                out = model.generate(x, attention_mask=torch.ones_like(x), do_sample=not dec.greedy,
+                                     temperature=dec.temperature if not dec.greedy else None,
+                                     top_p=dec.top_p if not dec.greedy else None,
+                                     top_k=dec.top_k if not dec.greedy else None,
+                                     max_new_tokens=max_new_tokens, pad_token_id=pad_id,
+                                     # eos_id < 0: never stop early (benchmarks with a fixed amount of work)
+                                     **({"eos_token_id": eos_id} if eos_id >= 0 else {"min_new_tokens": max_new_tokens}))
+                seq = out[0, x.shape[1]:].tolist()
+                conts.append(seq[: seq.index(eos_id)] if eos_id in seq else seq)
+            results.append(conts)
+    return results

@@ -1,0 +1,82 @@
+"""Judges and unlearning losses."""
+import math
+
+import pytest
+import torch
+
+from paperflow.unlearning.judge import has_fact, make_judge, rougeL_recall
+from paperflow.unlearning.methods import METHODS, build_method
+from paperflow.unlearning.model import collate, encode_pair, mean_ce
+from paperflow.unlearning.train import frozen_copy
+
+ROW = {"answer": "The author was born in Kalotor .", "key_facts": ["Kalotor"]}
+
+
+def test_rouge_recall_and_keyfact_judge():
+    assert rougeL_recall("The author was born in Kalotor .", ROW["answer"]) == pytest.approx(1.0)
+    assert rougeL_recall("", ROW["answer"]) == 0.0
+    kf = make_judge("keyfact", gate=0.1)
+    assert kf("The author was born in Kalotor", ROW)[0] == 1
+    assert kf("born in Kalotorx", ROW)[0] == 0  # token-boundary match
+    assert kf("Kalotor", ROW)[0] == 1  # gate: recall 1/6 >= 0.1
+    assert kf("The author was born in Misha .", ROW)[0] == 0
+    assert make_judge("keyfact", gate=0.9)("Kalotor", ROW)[0] == 0  # gate blocks
+    assert has_fact("THE PRIZE: Kalo-Tor!", "kalo tor")
+    rj = make_judge("rouge", gate=0.1, threshold=0.5)
+    assert rj("The author was born in", ROW)[0] == 1 and rj("born", ROW)[0] == 0
+    with pytest.raises(KeyError):
+        kf("x", {"answer": "y"})
+    with pytest.raises(ValueError):
+        make_judge("nli", nli_model=None)
+
+
+def test_registry_has_all_methods():
+    build_method({"loss": "npo"})
+    assert {"grad_ascent", "grad_diff", "npo", "simnpo", "rmu"} <= set(METHODS.names())
+
+
+def _batches(tok, rows):
+    f = collate([encode_pair(tok, r["question"], r["answer"]) for r in rows[:4]], tok.pad_token_id)
+    r = collate([encode_pair(tok, r["question"], r["answer"]) for r in rows[8:12]], tok.pad_token_id)
+    return f, r
+
+
+def test_loss_values_at_reference(tiny_lm):
+    tok, model, rows, _ = tiny_lm
+    fb, rb = _batches(tok, rows)
+    ref = frozen_copy(model)
+    beta = 0.7
+    npo = build_method({"loss": "npo", "beta": beta, "alpha": 0.0}, ref)
+    lf = npo.forget_loss(model, fb)
+    assert float(lf) == pytest.approx(2 / beta * math.log(2), rel=1e-5)  # theta = ref
+    ga = build_method({"loss": "grad_ascent", "alpha": 3.0})
+    assert ga.alpha == 0.0
+    assert float(ga.forget_loss(model, fb)) == pytest.approx(-float(mean_ce(model, fb)))
+    gd = build_method({"loss": "grad_diff", "alpha": 2.0})
+    total, logs = gd.loss(model, fb, rb)
+    assert float(total) == pytest.approx(logs["L_f"] + 2.0 * logs["L_r"], rel=1e-5)
+    rmu = build_method({"loss": "rmu", "layer": 1, "steering_coef": 2.0}, ref)
+    assert float(rmu.retain_loss(model, rb)) == pytest.approx(0.0, abs=1e-10)
+    assert float(rmu.forget_loss(model, fb)) > 0
+
+
+def test_one_step_of_each_method_lowers_its_forget_loss(tiny_lm):
+    tok, model0, rows, _ = tiny_lm
+    fb, rb = _batches(tok, rows)
+    for params in ({"loss": "grad_ascent"}, {"loss": "grad_diff", "alpha": 1.0}, {"loss": "npo", "beta": 1.0},
+                   {"loss": "simnpo", "beta": 0.1, "delta": 0.0}, {"loss": "rmu", "layer": 1, "steering_coef": 2.0}):
+        model = frozen_copy(model0)
+        for q in model.parameters():
+            q.requires_grad_(True)
+        m = build_method({**params, "alpha": 0.0} if params["loss"] != "grad_ascent" else params, frozen_copy(model0))
+        m.alpha = 0.0
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        before = float(m.forget_loss(model, fb))
+        loss, _ = m.loss(model, fb, rb)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        after = float(m.forget_loss(model, fb))
+        assert after < before, params
+        if params["loss"] in ("grad_ascent", "grad_diff", "npo", "simnpo"):
+            assert float(mean_ce(model, fb)) > float(mean_ce(model0, fb))  # forget CE goes up
