@@ -1,0 +1,197 @@
+# fmri: flat-map projection, synthetic BOLD, CortexMAE pretraining, Brainmarks probes (spec: specs/fmri.md)
+from paperflow.fmri import plan as fmri_plan
+
+if "fmri" in ENABLED:
+    _FC = config["fmri"]
+    FMRI_RES = f"{RESULTS}/fmri/{_FC['tier']}"
+    FMRI_DATA = f"{config['data_dir']}/fmri/{_FC['tier']}"
+    FMRI_MODELS = f"{config['models_dir']}/fmri/{_FC['tier']}"
+    FMRI_SCALING = fmri_plan.scaling_tags(_FC)
+    FMRI_MAIN = [f"{sp}-s{s}" for sp in _FC["train"]["spaces"] for s in _FC["train"]["seeds"]]
+    STUDY_TARGETS["fmri"] = [f"{FMRI_RES}/eval/metrics.json", f"{RESULTS}/fmri/summary.md"] + (
+        [f"{FMRI_RES}/scaling"] if len(FMRI_SCALING) >= 3 else []
+    )
+    STUDY_SUMMARIES["fmri"] = f"{RESULTS}/fmri/summary.md"
+
+    def _fmri_nifti(path):
+        return path if _FC["synth"]["keep_nifti"] else temp(path)
+
+    wildcard_constraints:
+        fmri_cohort="pretrain|state|trait",
+        fmri_tag=r"[a-z]+-[a-z0-9-]+",
+
+    rule fmri_geometry:
+        output:
+            directory(f"{FMRI_RES}/geometry"),
+        params:
+            p=lambda w: as_json(fmri_plan.geometry_params(config["fmri"])),
+        log:
+            "logs/fmri/geometry.log",
+        benchmark:
+            "benchmarks/fmri/geometry.tsv"
+        threads: 1
+        resources:
+            mem_mb=mem_mb(3000),
+            runtime=15,
+        conda:
+            "../envs/fmri.yaml"
+        shell:
+            "paperflow fmri geometry --params {params.p:q} --out {output} > {log} 2>&1"
+
+    rule fmri_synth:
+        input:
+            geometry=f"{FMRI_RES}/geometry",
+        output:
+            _fmri_nifti(directory(f"{FMRI_DATA}/synth/{{fmri_cohort}}")),
+        params:
+            p=lambda w: as_json(fmri_plan.synth_params(config["fmri"], w.fmri_cohort)),
+        log:
+            "logs/fmri/synth/{fmri_cohort}.log",
+        benchmark:
+            "benchmarks/fmri/synth/{fmri_cohort}.tsv"
+        threads: 1
+        resources:
+            mem_mb=mem_mb(3000),
+            runtime=60,
+        conda:
+            "../envs/fmri.yaml"
+        shell:
+            "paperflow fmri synth --params {params.p:q} --cohort {wildcards.fmri_cohort} --geometry {input.geometry} "
+            "--out {output} > {log} 2>&1"
+
+    rule fmri_prep:
+        input:
+            synth=f"{FMRI_DATA}/synth/{{fmri_cohort}}",
+            geometry=f"{FMRI_RES}/geometry",
+        output:
+            directory(f"{FMRI_DATA}/prep/{{fmri_cohort}}"),
+        params:
+            p=lambda w: as_json(fmri_plan.prep_params(config["fmri"], w.fmri_cohort)),
+        log:
+            "logs/fmri/prep/{fmri_cohort}.log",
+        benchmark:
+            "benchmarks/fmri/prep/{fmri_cohort}.tsv"
+        threads: 1
+        resources:
+            mem_mb=mem_mb(4000),
+            runtime=60,
+        conda:
+            "../envs/fmri.yaml"
+        shell:
+            "paperflow fmri prep --params {params.p:q} --cohort {wildcards.fmri_cohort} --synth {input.synth} "
+            "--geometry {input.geometry} --out {output} > {log} 2>&1"
+
+    rule fmri_pretrain:
+        input:
+            geometry=f"{FMRI_RES}/geometry",
+            data=f"{FMRI_DATA}/prep/pretrain",
+        output:
+            result=f"{FMRI_MODELS}/train/{{fmri_tag}}/result.json",
+            best=f"{FMRI_MODELS}/train/{{fmri_tag}}/best.pt",
+        params:
+            p=lambda w: as_json(fmri_plan.train_params(config["fmri"], w.fmri_tag)),
+            run_dir=lambda w: f"{FMRI_MODELS}/train/{w.fmri_tag}",
+        log:
+            "logs/fmri/pretrain/{fmri_tag}.log",
+        benchmark:
+            "benchmarks/fmri/pretrain/{fmri_tag}.tsv"
+        threads: 1
+        resources:
+            mem_mb=mem_mb(3000),
+            runtime=120,
+        conda:
+            "../envs/fmri.yaml"
+        shell:
+            "paperflow fmri pretrain --params {params.p:q} --tag {wildcards.fmri_tag} --geometry {input.geometry} "
+            "--data {input.data} --out {params.run_dir} > {log} 2>&1"
+
+    def _fmri_ckpt(w):
+        return [] if w.fmri_tag.endswith("-rand") else [f"{FMRI_MODELS}/train/{w.fmri_tag}/best.pt"]
+
+    rule fmri_embed:
+        input:
+            geometry=f"{FMRI_RES}/geometry",
+            state=f"{FMRI_DATA}/prep/state",
+            trait=f"{FMRI_DATA}/prep/trait",
+            ckpt=_fmri_ckpt,
+        output:
+            f"{FMRI_RES}/embed/{{fmri_tag}}.npz",
+        params:
+            p=lambda w: as_json(fmri_plan.embed_params(config["fmri"], w.fmri_tag)),
+            ckpt=lambda w, input: f"--ckpt {input.ckpt}" if input.ckpt else "",
+        log:
+            "logs/fmri/embed/{fmri_tag}.log",
+        threads: 1
+        resources:
+            mem_mb=mem_mb(3000),
+            runtime=30,
+        conda:
+            "../envs/fmri.yaml"
+        shell:
+            "paperflow fmri embed --params {params.p:q} --tag {wildcards.fmri_tag} --geometry {input.geometry} "
+            "{params.ckpt} --state {input.state} --trait {input.trait} --out {output} > {log} 2>&1"
+
+    rule fmri_evaluate:
+        input:
+            embeds=[f"{FMRI_RES}/embed/{t}.npz" for t in fmri_plan.embed_tags(_FC)],
+            state=f"{FMRI_DATA}/prep/state",
+            trait=f"{FMRI_DATA}/prep/trait",
+        output:
+            f"{FMRI_RES}/eval/metrics.json",
+        params:
+            p=lambda w: as_json(fmri_plan.eval_params(config["fmri"])),
+        log:
+            "logs/fmri/evaluate.log",
+        benchmark:
+            "benchmarks/fmri/evaluate.tsv"
+        threads: 1
+        resources:
+            mem_mb=mem_mb(3000),
+            runtime=60,
+        conda:
+            "../envs/fmri.yaml"
+        shell:
+            "paperflow fmri evaluate --params {params.p:q} --embeds {input.embeds} --state {input.state} "
+            "--trait {input.trait} --out {output} > {log} 2>&1"
+
+    rule fmri_scaling:
+        input:
+            [f"{FMRI_MODELS}/train/{t}/result.json" for t in FMRI_SCALING],
+        output:
+            directory(f"{FMRI_RES}/scaling"),
+        log:
+            "logs/fmri/scaling.log",
+        threads: 1
+        resources:
+            mem_mb=mem_mb(1000),
+            runtime=10,
+        conda:
+            "../envs/fmri.yaml"
+        shell:
+            "paperflow fmri scaling --runs {input} --out {output} > {log} 2>&1"
+
+    rule fmri_report:
+        input:
+            geometry=f"{FMRI_RES}/geometry",
+            metrics=f"{FMRI_RES}/eval/metrics.json",
+            scaling=[f"{FMRI_RES}/scaling"] if len(FMRI_SCALING) >= 3 else [],
+            pretrain=[f"{FMRI_MODELS}/train/{t}/result.json" for t in FMRI_MAIN],
+            prep=[f"{FMRI_DATA}/prep/{c}" for c in fmri_plan.COHORTS],
+        output:
+            summary=f"{RESULTS}/fmri/summary.md",
+        params:
+            p=lambda w: as_json(fmri_plan.report_params(config["fmri"])),
+            scaling=lambda w, input: f"--scaling {input.scaling}" if input.scaling else "",
+            figdir=f"{FMRI_RES}/figures",
+        log:
+            "logs/fmri/report.log",
+        threads: 1
+        resources:
+            mem_mb=mem_mb(3000),
+            runtime=15,
+        conda:
+            "../envs/fmri.yaml"
+        shell:
+            "paperflow fmri report --params {params.p:q} --geometry {input.geometry} --metrics {input.metrics} "
+            "{params.scaling} --pretrain {input.pretrain} --prep {input.prep} --state {FMRI_DATA}/prep/state "
+            "--summary {output.summary} --figdir {params.figdir} > {log} 2>&1"
