@@ -1,0 +1,174 @@
+"""DVC <-> Snakemake glue. dvc.yaml has one stage per study whose command is
+
+    python -m paperflow.core.dvcstage run <study>
+
+It runs Snakemake on that study's final targets (`STUDY_TARGETS[<study>]` from the workflow, so the
+targets have one home: rules/<study>.smk) with `config/config.yaml` (the DVC params file), and
+makes sure the stage's declared output folders exist. DVC decides *whether* a study must run
+(hashes of code, rules, envs and the study's config section); Snakemake decides *which jobs*.
+
+The timestamp pitfall: files that DVC restores (`dvc pull`, `dvc checkout`, `dvc exp apply`) get
+fresh, arbitrary mtimes, and the Snakemake provenance in `.snakemake/` (params, code, checksums)
+is either absent (fresh clone) or describes other files (another experiment). Snakemake would then
+rerun jobs whose inputs merely look newer, or, worse, miss a changed parameter because there is
+no record to compare with. We avoid both:
+
+* `python -m paperflow.core.dvcstage sync [study ...]` after `dvc pull`/`dvc checkout`: checks with
+  `dvc status` that the study's outputs match its code and params, then runs `snakemake --touch
+  --forceall` on its targets: mtimes are set in DAG order and Snakemake records the current
+  params/code for every output (nothing is recomputed). Later changes rerun only what they touch.
+* `run` keeps a stamp (`.snakemake/paperflow-dvc/<study>.json`: digests of the study's target
+  files as this workspace's Snakemake last left them). If the targets on disk differ from the stamp
+  (restored by DVC and not synced), Snakemake's records cannot be trusted and the whole study is
+  rerun (`--forceall`) instead of silently keeping stale results.
+
+Never call dvc from a rule, and never call this module's `sync` inside a DVC stage (DVC holds its
+repository lock while a stage runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+DEFAULT_CONFIG = "config/config.yaml"
+STAMP_DIR = Path(".snakemake") / "paperflow-dvc"
+
+
+def study_targets(study: str, configfile: str = DEFAULT_CONFIG) -> list[str]:
+    """The study's final targets as the workflow declares them (STUDY_TARGETS)."""
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings, StorageSettings
+
+    with SnakemakeApi(OutputSettings(quiet={"all"})) as api:
+        wf = api.workflow(resource_settings=ResourceSettings(),
+                          config_settings=ConfigSettings(configfiles=[Path(configfile)]),
+                          storage_settings=StorageSettings(), snakefile=Path("Snakefile"), workdir=Path("."))
+        g = wf._workflow.globals
+        targets = list(g["STUDY_TARGETS"].get(study, []))
+        summary = g["STUDY_SUMMARIES"].get(study)
+    if summary and summary not in targets:
+        targets.append(summary)
+    if not targets:
+        raise SystemExit(f"dvcstage: study '{study}' has no targets under {configfile} (is it enabled?)")
+    return targets
+
+
+def _digest(paths: Sequence[str]) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for p in paths:
+        f = Path(p)
+        out[p] = hashlib.sha256(f.read_bytes()).hexdigest() if f.is_file() else None
+    return out
+
+
+def _stamp_path(study: str) -> Path:
+    return STAMP_DIR / f"{study}.json"
+
+
+def _write_stamp(study: str, targets: Sequence[str]) -> None:
+    STAMP_DIR.mkdir(parents=True, exist_ok=True)
+    tmp = _stamp_path(study).with_suffix(".tmp")
+    tmp.write_text(json.dumps(_digest(targets), indent=1, sort_keys=True))
+    os.replace(tmp, _stamp_path(study))
+
+
+def provenance_ok(study: str, targets: Sequence[str]) -> bool:
+    """True when no target exists yet, or the targets are what this workspace's Snakemake made."""
+    now = _digest(targets)
+    if all(v is None for v in now.values()):
+        return True
+    try:
+        return json.loads(_stamp_path(study).read_text()) == now
+    except (FileNotFoundError, json.JSONDecodeError):
+        return False
+
+
+def _snakemake(args: Sequence[str]) -> int:
+    cmd = [sys.executable, "-m", "snakemake", *args]
+    print("[dvcstage] " + " ".join(cmd), file=sys.stderr, flush=True)
+    return subprocess.call(cmd)
+
+
+def run(study: str, configfile: str, cores: str, outs: Sequence[str], extra: Sequence[str]) -> int:
+    targets = study_targets(study, configfile)
+    args = ["--cores", cores, "--configfile", configfile, *extra]
+    if not provenance_ok(study, targets):
+        print(f"[dvcstage] {study}: outputs on disk were not made by this workspace's Snakemake "
+              "(restored by DVC?); its records cannot be trusted, rerunning the whole study. "
+              "Run `python -m paperflow.core.dvcstage sync` after `dvc pull` to avoid this.",
+              file=sys.stderr, flush=True)
+        args.append("--forceall")
+    rc = _snakemake([*targets, *args])
+    if rc != 0:
+        return rc
+    _write_stamp(study, targets)
+    for o in outs:  # declared DVC outputs must exist even when a study writes nothing there
+        Path(o).mkdir(parents=True, exist_ok=True)
+    return 0
+
+
+def _dvc_stage_clean(stage: str) -> tuple[bool, str]:
+    r = subprocess.run(["dvc", "status", "--json", stage], capture_output=True, text=True)
+    if r.returncode != 0:
+        return False, r.stderr.strip() or r.stdout.strip()
+    try:
+        status = json.loads(r.stdout or "{}")
+    except json.JSONDecodeError:
+        return False, r.stdout
+    return not status, json.dumps(status)
+
+
+def sync(studies: Sequence[str], configfile: str) -> int:
+    for study in studies:
+        clean, detail = _dvc_stage_clean(study)
+        if not clean:
+            print(f"[dvcstage] {study}: `dvc status` is not clean ({detail}); not touching. "
+                  f"Run `dvc pull {study}` or `dvc repro {study}` first.", file=sys.stderr)
+            return 1
+        targets = study_targets(study, configfile)
+        rc = _snakemake([*targets, "--cores", "1", "--configfile", configfile, "--touch", "--forceall",
+                         "--quiet", "all"])
+        if rc != 0:
+            return rc
+        _write_stamp(study, targets)
+        print(f"[dvcstage] {study}: Snakemake records synced with the restored outputs", file=sys.stderr)
+    return 0
+
+
+def dvc_studies(dvc_yaml: str = "dvc.yaml") -> list[str]:
+    import yaml
+
+    stages = (yaml.safe_load(Path(dvc_yaml).read_text()) or {}).get("stages", {})
+    return [s for s, d in stages.items() if "paperflow.core.dvcstage run" in str(d.get("cmd", ""))]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m paperflow.core.dvcstage", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="action", required=True)
+    pr = sub.add_parser("run", help="run Snakemake for one study (the command of its dvc.yaml stage); "
+                        "extra snakemake arguments after --")
+    pr.add_argument("study")
+    pr.add_argument("--configfile", default=DEFAULT_CONFIG)
+    pr.add_argument("--cores", default="all")
+    pr.add_argument("--outs", nargs="*", default=[], help="output folders the stage declares")
+    ps = sub.add_parser("sync", help="after dvc pull/checkout: record restored outputs as up to date")
+    ps.add_argument("studies", nargs="*", help="default: every study stage in dvc.yaml")
+    ps.add_argument("--configfile", default=DEFAULT_CONFIG)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []  # run ... -- <extra snakemake args>
+    a = p.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
+    if a.action == "run":
+        return run(a.study, a.configfile, a.cores, a.outs, extra)
+    return sync(a.studies or dvc_studies(), a.configfile)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,144 @@
+"""GPU stages under config/paper.yaml: the sbatch command lines that the SLURM plugin itself builds.
+
+Snakemake runs with the real site profile (`--profile slurm`) and the real executor plugin; only the
+SLURM client binaries are stand-ins on PATH: `sbatch` records its argv and refuses the job (so
+nothing runs, and the profile's `retries` show the attempt-scaled memory), `sinfo` names a default
+partition. Paper-scale datasets live on the cluster (absolute paths in config/paper.yaml); the test
+points the ones missing here at empty placeholder files, and changes nothing else in the config.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from conftest import env
+
+FAKE_SBATCH = """#!{python}
+import json, os, sys
+with open(os.environ["FAKE_SBATCH_LOG"], "a") as f:
+    f.write(json.dumps(sys.argv[1:]) + "\\n")
+sys.stderr.write("sbatch: error: paperflow test double: recorded, not submitted\\n")
+sys.exit(1)
+"""
+
+
+def _localize(obj, root: Path):
+    """Absolute paths that do not exist here -> empty placeholders under `root` (files keep names)."""
+    if isinstance(obj, dict):
+        return {k: _localize(v, root) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_localize(v, root) for v in obj]
+    if isinstance(obj, str) and obj.startswith("/") and not Path(obj).exists():
+        p = root / obj.lstrip("/")
+        if p.suffix:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.touch()
+        else:
+            p.mkdir(parents=True, exist_ok=True)
+        return str(p)
+    return obj
+
+
+def _dry_run_jobs(repo: Path, configfile: str) -> list[dict]:
+    r = subprocess.run(["snakemake", "-n", "--forceall", "--configfile", configfile], cwd=repo, env=env(),
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    jobs, cur = [], None
+    for line in r.stdout.splitlines():
+        m = re.match(r"^(?:local)?rule (\w+):$", line)
+        if m:
+            cur = {"rule": m.group(1), "input": [], "output": [], "resources": {}}
+            jobs.append(cur)
+            continue
+        if cur is None:
+            continue
+        m = re.match(r"^\s+(input|output|resources): (.*)$", line)
+        if m and m.group(1) in ("input", "output"):
+            cur[m.group(1)] = [s.strip() for s in m.group(2).split(", ")]
+        elif m:
+            for kv in m.group(2).split(", "):
+                k, _, v = kv.partition("=")
+                cur["resources"][k.strip()] = v.strip()
+    return jobs
+
+
+def _flag(argv: list[str], name: str) -> str | None:
+    for i, a in enumerate(argv):
+        if a == name and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith(name + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def test_gpu_stages_request_gpus_memory_and_time(repo_copy: Path, tmp_path: Path):
+    repo = repo_copy
+    paper = yaml.safe_load((repo / "config" / "paper.yaml").read_text())
+    (repo / "config" / "paper-local.yaml").write_text(yaml.safe_dump(_localize(paper, tmp_path / "cluster")))
+
+    # what config/paper.yaml declares: <study>.resources.<stage> with gpu > 0, enabled studies only
+    declared = {f"{study}_{stage}": res
+                for study, sec in paper.items() if isinstance(sec, dict) and sec.get("enabled")
+                for stage, res in (sec.get("resources") or {}).items() if (res or {}).get("gpu", 0) > 0}
+    assert declared, "config/paper.yaml declares no GPU stage (<study>.resources.<stage>.gpu > 0)"
+
+    jobs = _dry_run_jobs(repo, "config/paper-local.yaml")
+    gpu_jobs = [j for j in jobs if int(j["resources"].get("gpu", "0") or 0) > 0]
+    assert {j["rule"] for j in gpu_jobs} == set(declared), (
+        f"rules asking for GPUs {sorted({j['rule'] for j in gpu_jobs})} != paper.yaml GPU stages {sorted(declared)}")
+
+    picked = []
+    for rule in sorted(declared):
+        picked += [j for j in gpu_jobs if j["rule"] == rule][:2]
+    for j in picked:  # make the picked jobs runnable now: their inputs exist (never read)
+        for f in j["input"]:
+            p = repo / f
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.touch()
+
+    fake = tmp_path / "fakebin"
+    fake.mkdir()
+    import sys
+
+    (fake / "sbatch").write_text(FAKE_SBATCH.format(python=sys.executable))
+    (fake / "sinfo").write_text("#!/bin/sh\necho PARTITION; echo gpu-test*\n")
+    for exe in ("squeue", "sacct", "scontrol", "scancel", "sshare", "sacctmgr"):
+        (fake / exe).write_text("#!/bin/sh\nexit 1\n")
+    for f in fake.iterdir():
+        f.chmod(0o755)
+    log = tmp_path / "sbatch.jsonl"
+    e = env(FAKE_SBATCH_LOG=str(log))
+    e["PATH"] = f"{fake}:{e['PATH']}"
+    targets = [o for j in picked for o in j["output"]]
+    cmd = ["snakemake", *targets, "--profile", "slurm", "--slurm-no-account",
+           "--slurm-init-seconds-before-status-checks", "1", "--allowed-rules", *sorted(declared),
+           "--configfile", "config/paper-local.yaml"]
+    r = subprocess.run(cmd, cwd=repo, env=e, capture_output=True, text=True, timeout=600)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0, "the stand-in sbatch refuses every job, so snakemake must fail"
+    assert "paperflow test double: recorded, not submitted" in out, out[-3000:]  # sbatch's stderr surfaced
+
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    retries = yaml.safe_load((repo / "slurm" / "config.yaml").read_text())["retries"]
+    assert len(calls) == len(picked) * (retries + 1), (len(calls), len(picked), retries)
+    for rule, res in declared.items():
+        mine = [c for c in calls if _flag(c, "--comment") and _flag(c, "--comment").startswith(f"rule_{rule}")]
+        assert mine, f"no sbatch call for {rule}"
+        mems = set()
+        for argv in mine:
+            assert _flag(argv, "--gpus") == str(res["gpu"]) or (
+                res.get("gpu_model") and _flag(argv, "--gpus") == f"{res['gpu_model']}:{res['gpu']}"), argv
+            if "cpus_per_gpu" in res:
+                assert _flag(argv, "--cpus-per-gpu") == str(res["cpus_per_gpu"]), argv
+            assert _flag(argv, "-t") == str(res["runtime"]), argv
+            assert _flag(argv, "-p") == "gpu-test", argv
+            assert _flag(argv, "--ntasks") is None, argv  # GPU jobs get no implicit task geometry
+            mems.add(int(_flag(argv, "--mem")))
+            assert "--wrap" in " ".join(argv) and "slurm-jobstep" in " ".join(argv)
+        # attempt k asks for k x the declared memory (the profile's retries resubmit)
+        assert mems == {res["mem_mb"] * k for k in range(1, retries + 2)}, (rule, sorted(mems))
