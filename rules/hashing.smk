@@ -44,8 +44,7 @@ rule hashing_synth:
         "logs/hashing/synth/{hds}.log",
     threads: 1
     resources:
-        mem_mb=mem_mb(1000),
-        runtime=10,
+        **stage_resources("hashing", "synth", mem_mb=1000, runtime=10),
     conda:
         "../envs/hashing.yaml"
     shell:
@@ -68,8 +67,7 @@ rule hashing_prep:
         "logs/hashing/prep/{hds}.log",
     threads: 1
     resources:
-        mem_mb=mem_mb(4000),
-        runtime=20,
+        **stage_resources("hashing", "prep", mem_mb=4000, runtime=20),
     conda:
         "../envs/hashing.yaml"
     shell:
@@ -88,8 +86,7 @@ rule hashing_noise:
         "logs/hashing/noise/{hds}/{hsplit}-{hmode}-r{hrate}-s{hseed}.log",
     threads: 1
     resources:
-        mem_mb=mem_mb(1000),
-        runtime=10,
+        **stage_resources("hashing", "noise", mem_mb=1000, runtime=10),
     conda:
         "../envs/hashing.yaml"
     shell:
@@ -115,11 +112,11 @@ rule hashing_train:
         "benchmarks/hashing/train/{hds}/{hmethod}-L{hbits}-{hmode}{hrate}-s{hseed}.tsv"
     threads: 1
     resources:
-        mem_mb=mem_mb(2000),
-        runtime=60,
+        **stage_resources("hashing", "train", mem_mb=2000, runtime=60),
     conda:
         "../envs/hashing.yaml"
     shell:
+        "python -m paperflow.core.accel launch --procs {resources.gpu} -- "
         "paperflow hashing train --params {params.p:q} --train {input.train} --val {input.val} "
         "--noise-train {input.noise_train} --noise-val {input.noise_val} --out {output.weights} "
         "--log-jsonl {output.log_jsonl} > {log} 2>&1"
@@ -138,8 +135,7 @@ rule hashing_quantize:
         "logs/hashing/quantize/{hds}/{hmethod}-L{hbits}-{hmode}{hrate}-s{hseed}.log",
     threads: 1
     resources:
-        mem_mb=mem_mb(2000),
-        runtime=10,
+        **stage_resources("hashing", "quantize", mem_mb=2000, runtime=10),
     conda:
         "../envs/hashing.yaml"
     shell:
@@ -161,8 +157,7 @@ rule hashing_evaluate:
         "logs/hashing/evaluate/{hds}/{hmethod}-L{hbits}-{hmode}{hrate}-s{hseed}.log",
     threads: 1
     resources:
-        mem_mb=mem_mb(2000),
-        runtime=10,
+        **stage_resources("hashing", "evaluate", mem_mb=2000, runtime=10),
     conda:
         "../envs/hashing.yaml"
     shell:
@@ -185,8 +180,7 @@ rule hashing_report:
         "logs/hashing/report.log",
     threads: 1
     resources:
-        mem_mb=mem_mb(1000),
-        runtime=10,
+        **stage_resources("hashing", "report", mem_mb=1000, runtime=10),
     conda:
         "../envs/hashing.yaml"
     shell:

@@ -149,8 +149,8 @@ def _loadmat(path: Path) -> dict[str, np.ndarray]:
         return sio.loadmat(path)
     except NotImplementedError as e:  # v7.3 (HDF5)
         raise DataError(f"{path}: MATLAB v7.3/HDF5 pack; re-save it as v5 (scipy.io) first") from e
-    except ValueError as e:
-        raise DataError(f"{path}: not a readable .mat file ({e})") from e
+    except (ValueError, IndexError, TypeError, OSError, EOFError) as e:  # scipy's errors on garbage vary
+        raise DataError(f"{path}: not a readable .mat file ({type(e).__name__}: {e})") from e
 
 
 def _get(m: dict[str, np.ndarray], key: str, path: Path) -> np.ndarray:
