@@ -11,6 +11,7 @@ include: "rules/common.smk"  # validates the config before any job runs
 include: "rules/bandits.smk"
 include: "rules/lm.smk"
 include: "rules/robotics.smk"
+include: "rules/hashing.smk"
 include: "rules/report.smk"
 
 
