@@ -12,6 +12,7 @@ include: "rules/bandits.smk"
 include: "rules/lm.smk"
 include: "rules/robotics.smk"
 include: "rules/hashing.smk"
+include: "rules/quantization.smk"
 include: "rules/report.smk"
 
 

@@ -1,0 +1,211 @@
+# TWLA W1.58A4 post-training quantization (src/paperflow/quantization; spec ../shared/specs/quantization.md).
+# Shared LM artefacts (SmolLM2 checkpoint, stdlib corpus) come from rules/lm.smk.
+from paperflow.quantization import plan as qplan
+
+if "quantization" in ENABLED:
+    _Q = config["quantization"]
+    _QP = qplan.paths(config)
+    _QMODEL = qplan.model_dir(config)
+    _QCORPUS = qplan.corpus_dir(config)
+    STUDY_TARGETS["quantization"] = [_QP["metrics"], _QP["figure"], _QP["summary"]]
+    STUDY_SUMMARIES["quantization"] = _QP["summary"]
+
+    def _q_qdir(method, seed):
+        return [] if _Q["methods"][method]["quantizer"] == "fp" else [_QP["qdir"].format(seed=seed, method=method)]
+
+    def _q_eval_inputs(w):
+        ins = {"tokens": _QP["tokens"], "model": _QMODEL}
+        q = _q_qdir(w.method, w.seed)
+        if q:
+            ins["qdir"] = q[0]
+        if w.act in qplan.LAC_ACTS:
+            ins["lac"] = _QP["lac"].format(seed=w.seed, method=w.method)
+        if w.act in qplan.MP_ACTS:
+            ins["sens"] = _QP["sens"]
+        return ins
+
+    def _q_opt(flag, key):
+        return lambda w, input: f"--{flag} {input[key]}" if key in input.keys() else ""
+
+    if _Q["model"]["source"] == "tiny":
+
+        rule quantization_tiny_lm:
+            input:
+                corpus=_QCORPUS,
+            output:
+                directory(_QMODEL),
+            params:
+                p=as_json(qplan.tiny_params(_Q)),
+            log:
+                "logs/quantization/tiny_lm.log",
+            benchmark:
+                "benchmarks/quantization/tiny_lm.tsv"
+            threads: 1
+            resources:
+                mem_mb=mem_mb(2000),
+                runtime=60,
+            conda:
+                "../envs/quantization.yaml"
+            shell:
+                "paperflow quantization tiny-lm --params {params.p:q} --corpus {input.corpus} --out {output} > {log} 2>&1"
+
+    rule quantization_data:
+        input:
+            corpus=_QCORPUS,
+            model=_QMODEL,
+        output:
+            _QP["tokens"],
+        params:
+            p=as_json(qplan.data_params(_Q)),
+        log:
+            "logs/quantization/data.log",
+        threads: 1
+        resources:
+            mem_mb=mem_mb(2000),
+            runtime=10,
+        conda:
+            "../envs/quantization.yaml"
+        shell:
+            "paperflow quantization data --params {params.p:q} --corpus {input.corpus} --model {input.model} "
+            "--out {output} > {log} 2>&1"
+
+    rule quantization_kotms:
+        input:
+            model=_QMODEL,
+        output:
+            rot=_QP["kotms"],
+            log=_QP["kotms"].replace(".safetensors", "_log.json"),
+        params:
+            p=as_json(qplan.kotms_params(_Q)),
+        log:
+            "logs/quantization/kotms.log",
+        benchmark:
+            "benchmarks/quantization/kotms.tsv"
+        threads: 1
+        resources:
+            mem_mb=mem_mb(3000),
+            runtime=120,
+        conda:
+            "../envs/quantization.yaml"
+        shell:
+            "paperflow quantization kotms --params {params.p:q} --model {input.model} --out {output.rot} "
+            "--log {output.log} > {log} 2>&1"
+
+    rule quantization_sens:
+        input:
+            model=_QMODEL,
+            tokens=_QP["tokens"],
+            kotms=_QP["kotms"],
+        output:
+            _QP["sens"],
+        params:
+            p=as_json(qplan.sens_params(_Q)),
+        log:
+            "logs/quantization/sens.log",
+        benchmark:
+            "benchmarks/quantization/sens.tsv"
+        threads: 1
+        resources:
+            mem_mb=mem_mb(3000),
+            runtime=120,
+        conda:
+            "../envs/quantization.yaml"
+        shell:
+            "paperflow quantization sens --params {params.p:q} --model {input.model} --tokens {input.tokens} "
+            "--kotms {input.kotms} --out {output} > {log} 2>&1"
+
+    rule quantization_weights:
+        input:
+            unpack(lambda w: {"model": _QMODEL, "tokens": _QP["tokens"],
+                              **({"kotms": _QP["kotms"]} if qplan.needs_kotms(_Q, w.method) else {})}),
+        output:
+            directory(_QP["qdir"]),
+        params:
+            p=lambda w: as_json(qplan.weights_params(_Q, w.method, int(w.seed))),
+            kotms=_q_opt("kotms", "kotms"),
+        log:
+            "logs/quantization/weights/s{seed}_{method}.log",
+        benchmark:
+            "benchmarks/quantization/weights/s{seed}_{method}.tsv"
+        threads: 1
+        resources:
+            mem_mb=mem_mb(4000),
+            runtime=120,
+        conda:
+            "../envs/quantization.yaml"
+        shell:
+            "paperflow quantization weights --params {params.p:q} --method {wildcards.method} --seed {wildcards.seed} "
+            "--model {input.model} --tokens {input.tokens} {params.kotms} --out {output} > {log} 2>&1"
+
+    rule quantization_lac:
+        input:
+            unpack(lambda w: {"model": _QMODEL, "tokens": _QP["tokens"],
+                              **({"qdir": q[0]} if (q := _q_qdir(w.method, w.seed)) else {})}),
+        output:
+            _QP["lac"],
+        params:
+            p=lambda w: as_json(qplan.lac_params(_Q, int(w.seed))),
+            qdir=_q_opt("qdir", "qdir"),
+        log:
+            "logs/quantization/lac/s{seed}_{method}.log",
+        threads: 1
+        resources:
+            mem_mb=mem_mb(3000),
+            runtime=60,
+        conda:
+            "../envs/quantization.yaml"
+        shell:
+            "paperflow quantization lac --params {params.p:q} --method {wildcards.method} --seed {wildcards.seed} "
+            "--model {input.model} {params.qdir} --tokens {input.tokens} --out {output} > {log} 2>&1"
+
+    rule quantization_eval:
+        input:
+            unpack(_q_eval_inputs),
+        output:
+            _QP["eval"],
+        params:
+            p=lambda w: as_json(qplan.eval_params(_Q, w.method, w.act)),
+            qdir=_q_opt("qdir", "qdir"),
+            lac=_q_opt("lac", "lac"),
+            sens=_q_opt("sens", "sens"),
+        log:
+            "logs/quantization/eval/s{seed}_{method}_{act}.log",
+        benchmark:
+            "benchmarks/quantization/eval/s{seed}_{method}_{act}.tsv"
+        threads: 1
+        resources:
+            mem_mb=mem_mb(3000),
+            runtime=60,
+        conda:
+            "../envs/quantization.yaml"
+        shell:
+            "paperflow quantization eval --params {params.p:q} --method {wildcards.method} --act {wildcards.act} "
+            "--model {input.model} {params.qdir} --tokens {input.tokens} {params.lac} {params.sens} "
+            "--out {output} > {log} 2>&1"
+
+    rule quantization_report:
+        input:
+            evals=qplan.eval_targets(config),
+            sens=[_QP["sens"]] if any(qplan.split_run(r)[1] in qplan.MP_ACTS for r in _Q["runs"]) else [],
+            kotms_log=[_QP["kotms"].replace(".safetensors", "_log.json")]
+            if any(qplan.needs_kotms(_Q, qplan.split_run(r)[0]) for r in _Q["runs"]) else [],
+        output:
+            metrics=_QP["metrics"],
+            figure=_QP["figure"],
+            summary=_QP["summary"],
+        params:
+            p=as_json(qplan.report_params(_Q)),
+            res=lambda w, output: str(Path(output.metrics).parent),
+            sens=lambda w, input: f"--sens {input.sens}" if input.sens else "",
+            klog=lambda w, input: f"--kotms-log {input.kotms_log}" if input.kotms_log else "",
+        log:
+            "logs/quantization/report.log",
+        threads: 1
+        resources:
+            mem_mb=mem_mb(1000),
+            runtime=10,
+        conda:
+            "../envs/quantization.yaml"
+        shell:
+            "paperflow quantization report --params {params.p:q} --results {params.res} --evals {input.evals} "
+            "{params.sens} {params.klog} > {log} 2>&1"

@@ -1,0 +1,75 @@
+"""Quantization primitives shared by every method: per-token activation quantization, Kronecker
+rotations, ternary/int4 dequantization. One definition each, so the fake-quant path and the packed
+loader compute bit-identical weights."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def act_quant(x: torch.Tensor, bits: int, clip: float) -> torch.Tensor:
+    """Dynamic per-token asymmetric quantization over the last dim (spec §4)."""
+    if bits >= 16:
+        return x
+    qmax = 2**bits - 1
+    lo = clip * x.amin(dim=-1, keepdim=True)
+    hi = clip * x.amax(dim=-1, keepdim=True)
+    s = ((hi - lo) / qmax).clamp(min=1e-8)
+    z = torch.round(-lo / s)
+    return s * (torch.clamp(torch.round(x / s) + z, 0, qmax) - z)
+
+
+def kron_factors(m: int, n: int) -> tuple[int, int]:
+    """(l, r) for a weight of shape m×n: r = largest divisor of n with r ≤ min(n, ⌊√(mn/64)⌋)."""
+    cap = min(n, int(math.isqrt(m * n // 64)))
+    r = max(d for d in range(1, max(cap, 1) + 1) if n % d == 0)
+    return n // r, r
+
+
+def rotate_in(x: torch.Tensor, C: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+    """x' = Q x with Q = C ⊗ Bᵀ: reshape the last dim (row-major) to l×r, apply C·X·B."""
+    l, r = C.shape[0], B.shape[0]
+    shp = x.shape
+    X = x.reshape(*shp[:-1], l, r)
+    return (C @ X @ B).reshape(shp)
+
+
+def rotate_weight(W: torch.Tensor, C: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+    """W' = W Qᵀ (each row reshaped to l×r and replaced by C·M·B), so W'x' = Wx."""
+    return rotate_in(W, C, B)
+
+
+def cayley(S: torch.Tensor) -> torch.Tensor:
+    """Cayley(A) = (I + A)⁻¹(I − A) with A = S − Sᵀ: orthogonal for any S."""
+    A = S - S.T
+    eye = torch.eye(S.shape[0], dtype=S.dtype, device=S.device)
+    return torch.linalg.solve(eye + A, eye - A)
+
+
+def random_orthogonal(k: int, gen: torch.Generator) -> torch.Tensor:
+    """Haar-random k×k orthogonal matrix (QR of a Gaussian with sign fix)."""
+    g = torch.randn(k, k, generator=gen, dtype=torch.float64)
+    q, r = torch.linalg.qr(g)
+    q = q * torch.sign(torch.diagonal(r)).unsqueeze(0)
+    return q.to(torch.float32)
+
+
+def ternary_dequant(t: torch.Tensor, mu: torch.Tensor, alpha: torch.Tensor, block: int) -> torch.Tensor:
+    """Ŵ[i, j] = μ[i, j//block] + α[i, j//block]·t[i, j]; t int8 in {-1,0,1}, μ/α [m, n_blocks]
+    (fp16 values held in fp32). The one formula used by quantizers and the packed loader."""
+    n = t.shape[1]
+    idx = torch.arange(n) // block
+    mu_f = mu.to(torch.float32)[:, idx]
+    al_f = alpha.to(torch.float32)[:, idx]
+    return mu_f + al_f * t.to(torch.float32)
+
+
+def int4_dequant(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """Ŵ = scale[i]·q[i, j] with q int8 in [-8, 7], scale [m] (fp16 values)."""
+    return scale.to(torch.float32)[:, None] * q.to(torch.float32)
+
+
+def fp16_round(x: torch.Tensor) -> torch.Tensor:
+    return x.to(torch.float16).to(torch.float32)

@@ -1,0 +1,102 @@
+"""Fake-quantized model: every linear inside the decoder blocks becomes a `QLinear` holding an
+optional Kronecker input rotation, a (dequantized) weight in the rotated basis and a per-token
+activation quantizer. Embeddings, norms and lm_head stay FP (spec §1)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from paperflow.quantization.ops import act_quant, rotate_in, rotate_weight
+
+LINEAR_ORDER = [["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"], ["self_attn.o_proj"],
+                ["mlp.gate_proj", "mlp.up_proj"], ["mlp.down_proj"]]
+LINEARS = [n for g in LINEAR_ORDER for n in g]
+
+
+class QLinear(nn.Module):
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None) -> None:
+        super().__init__()
+        self.register_buffer("weight", weight.detach().clone().to(torch.float32))
+        self.register_buffer("bias", None if bias is None else bias.detach().clone().to(torch.float32))
+        self.C: torch.Tensor | None = None
+        self.B: torch.Tensor | None = None
+        self.act_bits = 16
+        self.act_clip = 1.0
+        self.input_hook = None  # callable(x_rotated) used by calibration / LAC
+
+    @property
+    def in_features(self) -> int:
+        return self.weight.shape[1]
+
+    @property
+    def out_features(self) -> int:
+        return self.weight.shape[0]
+
+    def set_rotation(self, C: torch.Tensor, B: torch.Tensor) -> None:
+        """Rotate the FP weight (W' = W Qᵀ) and the input at run time (x' = Q x): output unchanged."""
+        if self.C is not None:
+            raise RuntimeError("rotation already set")
+        self.C, self.B = C.to(torch.float32).contiguous(), B.to(torch.float32).contiguous()
+        self.weight = rotate_weight(self.weight, self.C, self.B)
+
+    def rotate_input(self, x: torch.Tensor) -> torch.Tensor:
+        return x if self.C is None else rotate_in(x, self.C, self.B)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.rotate_input(x)
+        if self.input_hook is not None:
+            self.input_hook(x)
+        x = act_quant(x, self.act_bits, self.act_clip)
+        return F.linear(x, self.weight, self.bias)
+
+
+def decoder_layers(model: nn.Module) -> nn.ModuleList:
+    return model.model.layers
+
+
+def wrap_linears(model: nn.Module) -> dict[str, QLinear]:
+    """Replace each decoder-block linear by a QLinear (FP weights, no rotation yet). In place."""
+    out = {}
+    for i, layer in enumerate(decoder_layers(model)):
+        for name in LINEARS:
+            parent_name, attr = name.split(".")
+            parent = getattr(layer, parent_name)
+            lin = getattr(parent, attr)
+            if not isinstance(lin, QLinear):
+                lin = QLinear(lin.weight, lin.bias)
+                setattr(parent, attr, lin)
+            out[f"model.layers.{i}.{name}"] = lin
+    return out
+
+
+def qlinears(model: nn.Module) -> dict[str, QLinear]:
+    return {n: m for n, m in model.named_modules() if isinstance(m, QLinear)}
+
+
+def iter_blocks(model: nn.Module) -> Iterator[tuple[int, dict[str, QLinear]]]:
+    for i, layer in enumerate(decoder_layers(model)):
+        yield i, {n: m for n, m in layer.named_modules() if isinstance(m, QLinear)}
+
+
+def set_activation_bits(model: nn.Module, block_bits: list[int], clips: dict[str, dict[int, float]] | None = None,
+                        default_clip: float = 0.9) -> None:
+    """All linears of block i use block_bits[i]; clip from `clips[name][bits]` (LAC) or the default."""
+    for i, lins in iter_blocks(model):
+        for short, lin in lins.items():
+            full = f"model.layers.{i}.{short}"
+            b = int(block_bits[i])
+            lin.act_bits = b
+            lin.act_clip = 1.0 if b >= 16 else (clips[full][b] if clips and full in clips else default_clip)
+
+
+def load_fp_model(model_dir: str):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model.eval()
+    return model
