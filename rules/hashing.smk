@@ -1,5 +1,7 @@
 # hashing: noisy-label injection + RFCMH robust cross-modal hashing (spec specs/hashing.md).
 # synth (synthetic packs only) -> prep -> noise -> train -> quantize -> evaluate -> report
+import os
+
 from paperflow.hashing import plan as hashing_plan
 
 HASH_DATA = f"{config['data_dir']}/hashing"
@@ -7,7 +9,6 @@ HASH_RES = f"{RESULTS}/hashing"
 HASH_MODELS = f"{config['models_dir']}/hashing"
 
 if "hashing" in ENABLED:
-    _hcfg = config["hashing"]
     STUDY_TARGETS["hashing"] = [f"{HASH_RES}/metrics.json", f"{HASH_RES}/summary.md"]
     STUDY_SUMMARIES["hashing"] = f"{HASH_RES}/summary.md"
 
@@ -20,19 +21,6 @@ wildcard_constraints:
     hrate=r"[0-9.]+",
     hsplit=r"train|val",
     hseed=r"\d+",
-
-
-def _hash_pack(w):
-    d = config["hashing"]["datasets"][w.hds]
-    return f"{HASH_DATA}/raw/{w.hds}.mat" if d.get("synthetic", False) else d["path"]
-
-
-def _hash_evals():
-    return [f"{HASH_RES}/eval/{r['dataset']}/{r['run']}.json" for r in hashing_plan.runs(config["hashing"])]
-
-
-def _hash_sidecars():
-    return [f"{HASH_RES}/noise/{ds}/{sp}-{m}-r{r}-s{s}.json" for ds, sp, m, r, s in hashing_plan.noise_records(config["hashing"])]
 
 
 rule hashing_synth:
@@ -53,7 +41,7 @@ rule hashing_synth:
 
 rule hashing_prep:
     input:
-        _hash_pack,
+        lambda w: hashing_plan.pack_path(config["hashing"], config["data_dir"], w.hds),
     output:
         train=f"{HASH_DATA}/{{hds}}/train.npz",
         val=f"{HASH_DATA}/{{hds}}/val.npz",
@@ -62,7 +50,7 @@ rule hashing_prep:
         meta=f"{HASH_DATA}/{{hds}}/meta.json",
     params:
         p=lambda w: as_json(hashing_plan.prep_params(config["hashing"], w.hds)),
-        outdir=lambda w: f"{HASH_DATA}/{w.hds}",
+        outdir=lambda w, output: os.path.dirname(output.meta),
     log:
         "logs/hashing/prep/{hds}.log",
     threads: 1
@@ -100,7 +88,7 @@ rule hashing_train:
         train=f"{HASH_DATA}/{{hds}}/train.npz",
         val=f"{HASH_DATA}/{{hds}}/val.npz",
         noise_train=f"{HASH_RES}/noise/{{hds}}/train-{{hmode}}-r{{hrate}}-s{{hseed}}.npz",
-        noise_val=lambda w: f"{HASH_RES}/noise/{w.hds}/val-{w.hmode}-r{w.hrate}-s{int(w.hseed) + config['hashing']['noise']['val_seed_offset']}.npz",
+        noise_val=lambda w: hashing_plan.val_record(config["hashing"], RESULTS, w.hds, w.hmode, w.hrate, w.hseed),
     output:
         weights=f"{HASH_MODELS}/{{hds}}/{{hmethod}}-L{{hbits}}-{{hmode}}{{hrate}}-s{{hseed}}/weights.npz",
         log_jsonl=f"{HASH_MODELS}/{{hds}}/{{hmethod}}-L{{hbits}}-{{hmode}}{{hrate}}-s{{hseed}}/log.jsonl",
@@ -168,14 +156,14 @@ rule hashing_evaluate:
 
 rule hashing_report:
     input:
-        evals=_hash_evals(),
-        sidecars=_hash_sidecars(),
+        evals=lambda w: hashing_plan.eval_paths(config["hashing"], RESULTS),
+        sidecars=lambda w: hashing_plan.sidecar_paths(config["hashing"], RESULTS),
     output:
         metrics=f"{HASH_RES}/metrics.json",
         summary=f"{HASH_RES}/summary.md",
     params:
         p=lambda w: as_json(hashing_plan.report_params(config["hashing"])),
-        outdir=HASH_RES,
+        outdir=lambda w, output: os.path.dirname(output.metrics),
     log:
         "logs/hashing/report.log",
     threads: 1
