@@ -12,6 +12,7 @@ import numpy as np
 
 from paperflow.bandits.envs import ContextualEnv
 from paperflow.bandits.policies import Common, Policy, make_policy
+from paperflow.core.progress import progress
 
 # import for registration side effects
 from paperflow.bandits import glm as _glm  # noqa: F401
@@ -51,7 +52,7 @@ def run(env: ContextualEnv, policy: Policy, T: int,
     t_alg = t_env = 0.0
     actions = np.empty(T, dtype=np.int64) if keep_actions else np.zeros(0, dtype=np.int64)
     pc = time.perf_counter
-    for t in range(1, T + 1):
+    for t in progress(range(1, T + 1), desc=f"{getattr(policy, 'name', 'policy')} T={T}", every_s=10.0):
         a0 = pc()
         X, noise = env.round(t)
         a1 = pc()
