@@ -208,7 +208,7 @@ def extract_trajectory(traj: Path, session: Path, root: Path, p: ExtractParams, 
     n_folders = max(_int_suffix(d, "images") for d in folders) + 1
     if n_folders > len(topics):
         raise DropTrajectory("unknown_camera_topic", f"images{n_folders - 1} has no topic in config.json")
-    mapping = topics_to_slots(topics[:n_folders] if len(topics) > n_folders else topics)
+    mapping = topics_to_slots(topics)  # a listed camera whose folder is absent is a missing view
     frames_idx: dict[int, dict[int, Path]] = {}
     for k, slot in mapping.items():
         d = traj / f"images{k}"
@@ -389,10 +389,10 @@ def extract(root: str | Path, out: str | Path, params: dict[str, Any], shard_siz
 
     def flush(split: str) -> None:
         recs = pending[split]
-        if not recs and n_shards[split] > 0:
+        (out / split).mkdir(parents=True, exist_ok=True)
+        if not recs:  # an empty split is an empty folder (datasets cannot reload a 0-row save)
             return
-        ds = hfd.Dataset.from_list(recs, features=feats) if recs else hfd.Dataset.from_dict(
-            {k: [] for k in feats}, features=feats)
+        ds = hfd.Dataset.from_list(recs, features=feats)
         ds.save_to_disk(str(out / split / f"shard_{n_shards[split]:05d}"))
         n_shards[split] += 1
         pending[split] = []
@@ -426,10 +426,16 @@ def load_split(out: str | Path, split: str) -> Any:
     """One split as a single `datasets.Dataset` (numpy format) over its Arrow shards."""
     import datasets as hfd
 
-    shards = sorted((Path(out) / split).glob("shard_*"))
+    d = Path(out) / split
+    if not d.is_dir():
+        raise FileNotFoundError(f"{d}: no such split (not an extracted dataset?)")
+    shards = sorted(d.glob("shard_*"))
     if not shards:
-        raise FileNotFoundError(f"{out}/{split}: no shards (not an extracted dataset?)")
-    ds = hfd.concatenate_datasets([hfd.load_from_disk(str(s)) for s in shards])
+        size = json.loads((Path(out) / "manifest.json").read_text())["params"].get("image_size", 64)
+        feats = features(size)
+        return hfd.Dataset.from_dict({k: [] for k in feats}, features=feats).with_format("numpy")
+    parts = [hfd.load_from_disk(str(s)) for s in shards]
+    ds = parts[0] if len(parts) == 1 else hfd.concatenate_datasets(parts)
     return ds.with_format("numpy")
 
 

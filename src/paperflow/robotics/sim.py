@@ -582,6 +582,8 @@ def evaluate(policy: Policy, cfg: SimConfig | dict, n_episodes_per_task: int, ma
     steps = []
     for seed in seeds:
         env = TabletopSim(cfg, 10**6 + seed)
+        if hasattr(policy, "bind"):  # privileged policies (the scripted expert) read the world
+            policy.bind(env)
         for ti, task in enumerate(tasks):
             for e in range(n_episodes_per_task):
                 obs = env.reset(task_id=task, episode_seed=ti * 10**4 + e)
@@ -599,8 +601,11 @@ def evaluate(policy: Policy, cfg: SimConfig | dict, n_episodes_per_task: int, ma
 class ExpertPolicy:
     """The scripted expert as a Policy (reads the world through the env; for sanity checks only)."""
 
-    def __init__(self, env: TabletopSim, seed: int = 0):
+    def __init__(self, env: TabletopSim | None = None, seed: int = 0):
         self.env, self.seed, self.n = env, seed, 0
+
+    def bind(self, env: TabletopSim) -> None:
+        self.env = env
 
     def reset(self, instruction: str) -> None:
         self.expert = Expert(stream(self.seed, "expert_policy", self.n), noise=0.0)
