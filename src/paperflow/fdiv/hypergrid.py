@@ -126,11 +126,12 @@ def parse_behaviour(b: str) -> tuple[str, int]:
 
 def metrics(env: HyperGrid, q: np.ndarray) -> dict[str, float]:
     p = env.p
+    pos = q > 0
     with np.errstate(divide="ignore"):
         logq = np.log(q)
     return {"l1": float(np.abs(q - p).sum()),
-            "kl_pq": float((p * (np.log(p) - logq)).sum()),
-            "kl_qp": float((q * (logq - np.log(p)))[q > 0].sum()),
+            "kl_pq": float((p * (np.log(p) - logq)).sum()),  # inf when q underflows to 0 somewhere
+            "kl_qp": float((q[pos] * (logq[pos] - np.log(p[pos]))).sum()),
             "modes_captured": int((q[env.modes] >= 0.5 * p[env.modes]).sum())}
 
 

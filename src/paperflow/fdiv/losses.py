@@ -11,6 +11,8 @@ written out independently, so the tests can check the correspondence instead of 
 Batch forms (spec §4):
 - `profiled` (alpha family only): L = min_c mean g(r_i - c), closed form via logsumexp.
 - `logz_estimate` (any f): c = stopgrad(logsumexp(r) - log B), gradient form mean(sg(g'(r - c)) r).
+- `profiled_numeric` (any f): c* = argmin_c mean g(r_i - c) by bisection; exact alpha-family profiling
+  generalised, but for non-alpha f on-policy it follows a different divergence (spec §4.2).
 - `learned`: c is a learned scalar log Z trained jointly (TB / Hu et al. baselines).
 
 Conventions (spec §8): `alpha_linex` (Hu et al., Amari/Minka with u = p/q): 0 = reverse KL,
@@ -170,6 +172,9 @@ _loss("chi2", "pearson_chi2", "profiled", "f-TB alpha_linex=2 (Pearson chi^2)")
 _loss("neyman", "neyman_chi2", "profiled", "f-TB alpha_linex=-1 (Neyman chi^2)")
 _loss("js", "js", "logz_estimate", "f-TB Jensen-Shannon, centre = batch log-partition estimate")
 _loss("fkl_logz", "forward_kl", "logz_estimate", "forward KL with the log-partition-estimate centre")
+_loss("js_prof", "js", "profiled_numeric",
+      "JS with the profiled centre argmin_c mean g(r - c) (bisection): same minimiser, but on-policy it follows "
+      "f_kappa(u) = f(kappa u)/kappa, not JS (spec §4.2)")
 _loss("tb", "reverse_kl", "learned", "trajectory balance: g = s^2/2 with a learned log Z")
 _loss("linex1", "forward_kl", "learned", "Linex(1) with a learned log Z (Hu et al. 2025)")
 
@@ -188,6 +193,21 @@ def logz_estimate(r: Tensor) -> Tensor:
     return (torch.logsumexp(r.detach(), dim=0) - math.log(r.shape[0]))
 
 
+@torch.no_grad()
+def profiled_centre(r: Tensor, gprime: Fn, iters: int = 100) -> Tensor:
+    """c* with mean g'(r - c*) = 0 (g' increasing, g'(0) = 0 so c* lies in [min r, max r]); bisection."""
+    lo, hi = r.min().clone(), r.max().clone()
+    for _ in range(iters):
+        mid = 0.5 * (lo + hi)
+        if gprime(r - mid).mean() > 0:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-13 * (1 + abs(float(mid))):
+            break
+    return 0.5 * (lo + hi)
+
+
 def batch_loss(r: Tensor, loss: LossSpec | str, log_z: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """(objective to differentiate, loss value to log) for a batch of log-ratios r (1-D).
 
@@ -203,6 +223,11 @@ def batch_loss(r: Tensor, loss: LossSpec | str, log_z: Tensor | None = None) -> 
         c = logz_estimate(r)
         s = r.detach() - c
         obj = (div.gprime(s).detach() * r).mean()
+        return obj, div.g(s).mean().detach()
+    if spec.centre == "profiled_numeric":
+        c = profiled_centre(r.detach(), div.gprime)
+        s = r.detach() - c
+        obj = (div.gprime(s).detach() * r).mean()  # envelope theorem: c* carries no gradient
         return obj, div.g(s).mean().detach()
     if spec.centre == "learned":
         if log_z is None:
