@@ -29,7 +29,6 @@ repository lock while a stage runs).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import subprocess
@@ -55,17 +54,13 @@ def study_targets(study: str, configfile: str = DEFAULT_CONFIG) -> list[str]:
         summary = g["STUDY_SUMMARIES"].get(study)
     if summary and summary not in targets:
         targets.append(summary)
-    if not targets:
-        raise SystemExit(f"dvcstage: study '{study}' has no targets under {configfile} (is it enabled?)")
     return targets
 
 
 def _digest(paths: Sequence[str]) -> dict[str, str | None]:
-    out: dict[str, str | None] = {}
-    for p in paths:
-        f = Path(p)
-        out[p] = hashlib.sha256(f.read_bytes()).hexdigest() if f.is_file() else None
-    return out
+    from paperflow.core.io import file_digest
+
+    return {p: file_digest(p) if Path(p).exists() else None for p in paths}
 
 
 def _stamp_path(study: str) -> Path:
@@ -96,8 +91,14 @@ def _snakemake(args: Sequence[str]) -> int:
     return subprocess.call(cmd)
 
 
-def run(study: str, configfile: str, cores: str, outs: Sequence[str], extra: Sequence[str]) -> int:
-    targets = study_targets(study, configfile)
+def run(study: str, configfile: str, cores: str, outs: Sequence[str], extra: Sequence[str],
+        targets: Sequence[str] | None = None) -> int:
+    targets = list(targets) if targets else study_targets(study, configfile)
+    if not targets:
+        print(f"[dvcstage] {study}: not enabled in {configfile}; nothing to run", file=sys.stderr)
+        for o in outs:
+            Path(o).mkdir(parents=True, exist_ok=True)
+        return 0
     args = ["--cores", cores, "--configfile", configfile, *extra]
     if not provenance_ok(study, targets):
         print(f"[dvcstage] {study}: outputs on disk were not made by this workspace's Snakemake "
@@ -125,28 +126,43 @@ def _dvc_stage_clean(stage: str) -> tuple[bool, str]:
     return not status, json.dumps(status)
 
 
-def sync(studies: Sequence[str], configfile: str) -> int:
-    for study in studies:
-        clean, detail = _dvc_stage_clean(study)
+def sync(stages: dict[str, list[str] | None], configfile: str) -> int:
+    """stage -> explicit targets (None: the study's STUDY_TARGETS)."""
+    for stage, explicit in stages.items():
+        targets = explicit or study_targets(stage, configfile)
+        if not targets:
+            continue  # disabled study
+        clean, detail = _dvc_stage_clean(stage)
         if not clean:
-            print(f"[dvcstage] {study}: `dvc status` is not clean ({detail}); not touching. "
-                  f"Run `dvc pull {study}` or `dvc repro {study}` first.", file=sys.stderr)
+            print(f"[dvcstage] {stage}: `dvc status` is not clean ({detail}); not touching. "
+                  f"Run `dvc pull {stage}` or `dvc repro {stage}` first.", file=sys.stderr)
             return 1
-        targets = study_targets(study, configfile)
-        rc = _snakemake([*targets, "--cores", "1", "--configfile", configfile, "--touch", "--forceall",
-                         "--quiet", "all"])
+        rc = _snakemake([*targets, "--cores", "1", "--touch", "--forceall", "--quiet", "all",
+                         "--configfile", configfile])
         if rc != 0:
             return rc
-        _write_stamp(study, targets)
-        print(f"[dvcstage] {study}: Snakemake records synced with the restored outputs", file=sys.stderr)
+        _write_stamp(stage, targets)
+        print(f"[dvcstage] {stage}: Snakemake records synced with the restored outputs", file=sys.stderr)
     return 0
 
 
-def dvc_studies(dvc_yaml: str = "dvc.yaml") -> list[str]:
+def dvc_stages(dvc_yaml: str = "dvc.yaml") -> dict[str, list[str] | None]:
+    """Stages of dvc.yaml that run through this module, with their explicit --targets (if any)."""
+    import shlex
+
     import yaml
 
-    stages = (yaml.safe_load(Path(dvc_yaml).read_text()) or {}).get("stages", {})
-    return [s for s, d in stages.items() if "paperflow.core.dvcstage run" in str(d.get("cmd", ""))]
+    out: dict[str, list[str] | None] = {}
+    for name, d in ((yaml.safe_load(Path(dvc_yaml).read_text()) or {}).get("stages", {})).items():
+        argv = shlex.split(str(d.get("cmd", "")))
+        if "paperflow.core.dvcstage" not in argv or "run" not in argv:
+            continue
+        targets = None
+        if "--targets" in argv:
+            rest = argv[argv.index("--targets") + 1:]
+            targets = [t for t in rest[: next((k for k, t in enumerate(rest) if t.startswith("-")), len(rest))]]
+        out[name] = targets
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -159,15 +175,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     pr.add_argument("--configfile", default=DEFAULT_CONFIG)
     pr.add_argument("--cores", default="all")
     pr.add_argument("--outs", nargs="*", default=[], help="output folders the stage declares")
+    pr.add_argument("--targets", nargs="*", default=None,
+                    help="Snakemake targets (default: the study's STUDY_TARGETS)")
     ps = sub.add_parser("sync", help="after dvc pull/checkout: record restored outputs as up to date")
-    ps.add_argument("studies", nargs="*", help="default: every study stage in dvc.yaml")
+    ps.add_argument("stages", nargs="*", help="default: every dvcstage stage in dvc.yaml")
     ps.add_argument("--configfile", default=DEFAULT_CONFIG)
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = argv[argv.index("--") + 1:] if "--" in argv else []  # run ... -- <extra snakemake args>
     a = p.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     if a.action == "run":
-        return run(a.study, a.configfile, a.cores, a.outs, extra)
-    return sync(a.studies or dvc_studies(), a.configfile)
+        return run(a.study, a.configfile, a.cores, a.outs, extra, a.targets)
+    stages = dvc_stages()
+    if a.stages:
+        unknown = sorted(set(a.stages) - set(stages))
+        if unknown:
+            p.error(f"not a dvcstage stage of dvc.yaml: {unknown}")
+        stages = {k: v for k, v in stages.items() if k in a.stages}
+    return sync(stages, a.configfile)
 
 
 if __name__ == "__main__":
