@@ -189,6 +189,8 @@ if "quantization" in ENABLED:
             sens=[_QP["sens"]] if any(qplan.split_run(r)[1] in qplan.MP_ACTS for r in _Q["runs"]) else [],
             kotms_log=[_QP["kotms"].replace(".safetensors", "_log.json")]
             if any(qplan.needs_kotms(_Q, qplan.split_run(r)[0]) for r in _Q["runs"]) else [],
+            cross=[f"{RESULTS}/quantization/unlearning_leak.json"]
+            if _Q["cross_unlearning"]["enabled"] and "unlearning" in ENABLED else [],
         output:
             metrics=_QP["metrics"],
             figure=_QP["figure"],
@@ -198,6 +200,7 @@ if "quantization" in ENABLED:
             res=lambda w, output: str(Path(output.metrics).parent),
             sens=lambda w, input: f"--sens {input.sens}" if input.sens else "",
             klog=lambda w, input: f"--kotms-log {input.kotms_log}" if input.kotms_log else "",
+            cross=lambda w, input: f"--cross {input.cross}" if input.cross else "",
         log:
             "logs/quantization/report.log",
         threads: 1
@@ -208,4 +211,91 @@ if "quantization" in ENABLED:
             "../envs/quantization.yaml"
         shell:
             "paperflow quantization report --params {params.p:q} --results {params.res} --evals {input.evals} "
-            "{params.sens} {params.klog} > {log} 2>&1"
+            "{params.sens} {params.klog} {params.cross} > {log} 2>&1"
+
+    # ---------------------------------------------------------------- cross-study: unlearning checkpoints
+    # Consumes only the unlearning study's documented outputs (src/paperflow/unlearning/README.md).
+    if _Q["cross_unlearning"]["enabled"] and "unlearning" in ENABLED:
+        from paperflow.unlearning import plan as _ulp
+
+        _XU = _Q["cross_unlearning"]
+        _UCFG = config["unlearning"]
+        _URUN = _UCFG["run_name"]
+        _U_DATA = f"{config['data_dir']}/unlearning/{_URUN}/tofu"
+        _U_MODELS = f"{config['models_dir']}/unlearning/{_URUN}"
+        _U_METRICS = f"{RESULTS}/unlearning/{_URUN}/metrics"
+        _XQ = f"{config['models_dir']}/quantization/unlearning/{_URUN}" + "/seed{useed}/{umodel}__{scheme}"
+        _XE = f"{RESULTS}/quantization/unlearning/{_URUN}" + "/seed{useed}/{umodel}__{scheme}/metrics.json"
+        _XKEYS = [(s, m, sc) for s in _XU["seeds"] for m in _XU["models"] for sc in _XU["schemes"]]
+        _XOUT = [f"{RESULTS}/quantization/unlearning_leak.json", f"{RESULTS}/quantization/unlearning_leak.png"]
+        STUDY_TARGETS["quantization"] += _XOUT
+
+        def _x_udir(m, s):
+            return f"{_U_MODELS}/seed{_ulp.model_seed(_UCFG, m, int(s))}/{m}"
+
+        rule quantization_ul_quantize:
+            input:
+                model=lambda w: _x_udir(w.umodel, w.useed),
+                original=lambda w: _x_udir("full", w.useed),
+            output:
+                directory(_XQ),
+            log:
+                "logs/quantization/ul_quantize/seed{useed}_{umodel}__{scheme}.log",
+            threads: 1
+            resources:
+                mem_mb=mem_mb(2000),
+                runtime=20,
+            conda:
+                "../envs/quantization.yaml"
+            shell:
+                "paperflow quantization ul-quantize --model {input.model} --original {input.original} "
+                "--scheme {wildcards.scheme} --out {output} > {log} 2>&1"
+
+        rule quantization_ul_eval:
+            input:
+                model=_XQ,
+                data=_U_DATA,
+                tok=lambda w: [f"{_U_MODELS}/tokenizer"] if _UCFG["model"]["kind"] == "tiny" else [],
+            output:
+                _XE,
+            params:
+                p=lambda w: as_json({"sample": _ulp.sample_params(_UCFG, f"{w.umodel}__{w.scheme}", int(w.useed)),
+                                     "judge": _ulp.judge_params(_UCFG)}),
+                tok=lambda w, input: f"--tokenizer {input.tok}" if input.tok else "",
+                out=lambda w, output: str(Path(output[0]).parent),
+            log:
+                "logs/quantization/ul_eval/seed{useed}_{umodel}__{scheme}.log",
+            threads: 1
+            resources:
+                mem_mb=mem_mb(3000),
+                runtime=60,
+            conda:
+                "../envs/unlearning.yaml"
+            shell:
+                "paperflow unlearning evaluate --params {params.p:q} --data {input.data} --model {input.model} "
+                "{params.tok} --seed {wildcards.useed} --out-dir {params.out} > {log} 2>&1"
+
+        rule quantization_ul_report:
+            input:
+                before=[f"{_U_METRICS}/seed{s}/{m}.json" for s in _XU["seeds"] for m in _XU["models"]],
+                after=[_XE.format(useed=s, umodel=m, scheme=sc) for s, m, sc in _XKEYS],
+                qdirs=[_XQ.format(useed=s, umodel=m, scheme=sc) for s, m, sc in _XKEYS],
+            output:
+                json=_XOUT[0],
+                png=_XOUT[1],
+            params:
+                p=as_json({"decoder": _UCFG["eval"]["headline_decoder"], "judge": _UCFG["eval"]["headline_judge"]}),
+                before=" ".join(f"{m}={_U_METRICS}/seed{s}/{m}.json" for s in _XU["seeds"][:1] for m in _XU["models"]),
+                after=" ".join(f"{m}__{sc}={_XE.format(useed=s, umodel=m, scheme=sc)}" for s, m, sc in _XKEYS if s == _XU["seeds"][0]),
+                qdirs=" ".join(f"{m}__{sc}={_XQ.format(useed=s, umodel=m, scheme=sc)}" for s, m, sc in _XKEYS if s == _XU["seeds"][0]),
+            log:
+                "logs/quantization/ul_report.log",
+            threads: 1
+            resources:
+                mem_mb=mem_mb(1000),
+                runtime=10,
+            conda:
+                "../envs/quantization.yaml"
+            shell:
+                "paperflow quantization ul-report --params {params.p:q} --before {params.before} --after {params.after} "
+                "--qdirs {params.qdirs} --out {output.json} --figure {output.png} > {log} 2>&1"

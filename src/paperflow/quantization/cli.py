@@ -284,6 +284,15 @@ def _eval(p: argparse.ArgumentParser):
         with Stage("quantization.eval", config=prm, outputs=[args.out], inputs=inputs) as st:
             result["test"] = perplexity(model, test, prm["data"]["batch"])
             result["split"] = "test"
+            zs = prm.get("zeroshot")
+            if zs:  # paper scale only (optional dependency lm-eval)
+                from transformers import AutoTokenizer
+
+                from paperflow.quantization.zeroshot import EVALUATORS
+
+                tok = AutoTokenizer.from_pretrained(args.qdir or args.model)
+                result["zeroshot"] = EVALUATORS[zs["evaluator"]](model, tok, zs["tasks"], zs["batch_size"], zs["limit"])
+                st.metrics["zeroshot_avg"] = result["zeroshot"]["avg"]
             if args.qdir:
                 result["memory"] = json.loads(open(f"{args.qdir}/memory.json").read())
             write_json(args.out, result)
@@ -299,12 +308,59 @@ def _report(p: argparse.ArgumentParser):
     p.add_argument("--evals", nargs="+", required=True)
     p.add_argument("--sens", default=None)
     p.add_argument("--kotms-log", default=None)
+    p.add_argument("--cross", default=None, help="unlearning_leak.json of the cross-study")
 
     def run(args):
         from paperflow.quantization.plan import report_params
         from paperflow.quantization.report import build_report
 
         prm = job_params(args, NAME, report_params)
-        build_report(args.results, args.evals, prm, sens=args.sens, kotms_log=args.kotms_log)
+        build_report(args.results, args.evals, prm, sens=args.sens, kotms_log=args.kotms_log, cross=args.cross)
+
+    return run
+
+
+@study.stage("ul-quantize", "cross-study: weight-only RTN quantization of an unlearning checkpoint (dense export)")
+def _ul_quantize(p: argparse.ArgumentParser):
+    p.add_argument("--model", required=True, help="unlearning save_pretrained dir")
+    p.add_argument("--original", required=True, help="the original (full) model dir, for bin agreement")
+    p.add_argument("--scheme", required=True)
+    p.add_argument("--out", required=True)
+
+    def run(args):
+        from paperflow.core.io import Stage, atomic_path
+        from paperflow.quantization.cross_unlearning import quantize_checkpoint
+
+        _threads()
+        cfg = {"scheme": args.scheme}
+        with Stage("quantization.ul_quantize", config=cfg, outputs=[args.out], inputs=[args.model, args.original]) as st:
+            with atomic_path(args.out) as tmp:
+                st.metrics.update(quantize_checkpoint(args.model, args.original, args.scheme, tmp))
+
+    return run
+
+
+@study.stage("ul-report", "cross-study: leak@k before/after quantization table and figure")
+def _ul_report(p: argparse.ArgumentParser):
+    p.add_argument("--params", required=True, help='{"decoder": ..., "judge": ...}')
+    p.add_argument("--before", nargs="+", required=True, help="MODEL=metrics.json (unlearning pipeline)")
+    p.add_argument("--after", nargs="+", required=True, help="MODEL__SCHEME=metrics.json (evaluate on quantized)")
+    p.add_argument("--qdirs", nargs="+", required=True, help="MODEL__SCHEME=quantized dir (manifest read)")
+    p.add_argument("--out", required=True)
+    p.add_argument("--figure", required=True)
+
+    def run(args):
+        import json
+
+        from paperflow.core.io import Stage
+        from paperflow.quantization.cross_unlearning import build_cross_report
+
+        prm = json.loads(args.params)
+        kv = lambda xs: dict(x.split("=", 1) for x in xs)  # noqa: E731
+        before, after, qd = kv(args.before), kv(args.after), kv(args.qdirs)
+        with Stage("quantization.ul_report", config=prm, outputs=[args.out, args.figure],
+                   inputs=list(before.values()) + list(after.values())) as st:
+            out = build_cross_report(args.out, args.figure, before, after, qd, prm["decoder"], prm["judge"])
+            st.metrics["rows"] = out["rows"]
 
     return run

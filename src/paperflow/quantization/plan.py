@@ -112,6 +112,8 @@ def eval_params(q: Mapping[str, Any], method: str, act: str) -> dict:
     if act in MP_ACTS:
         p["ilaamp"] = {"bits": q["ilaamp"]["bits"], "avg_bits": MP_ACTS[act],
                        "beta": 0.0 if act == "a4mp_beta0" else q["ilaamp"]["beta"]}
+    if q["zeroshot"]["enabled"]:
+        p["zeroshot"] = {k: v for k, v in q["zeroshot"].items() if k != "enabled"}
     return p
 
 

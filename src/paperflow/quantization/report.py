@@ -22,7 +22,8 @@ def _fmt(vals: list[float]) -> str:
     return f"{m:.2f} ± {se:.2f} (n={len(vals)})"
 
 
-def build_report(results_dir: str, evals: list[str], prm: dict, sens: str | None = None, kotms_log: str | None = None) -> None:
+def build_report(results_dir: str, evals: list[str], prm: dict, sens: str | None = None, kotms_log: str | None = None,
+                 cross: str | None = None) -> None:
     from paperflow.core.plotting import save_figure, subplots
 
     res = Path(results_dir)
@@ -52,6 +53,8 @@ def build_report(results_dir: str, evals: list[str], prm: dict, sens: str | None
                             "learned_kept": sum(v["learned_kept"] for v in kl.values()), "n": len(kl)}
     if sens:
         metrics["sens"] = {k: v for k, v in read_json(sens).items() if k in ("nll0", "n_evals", "tokens", "split")}
+    if cross:
+        metrics["cross_unlearning"] = read_json(cross)
     out_metrics = res / "metrics.json"
     with Stage("quantization.report", config=prm, outputs=[out_metrics], inputs=evals) as st:
         write_json(out_metrics, metrics)
@@ -80,7 +83,8 @@ def build_report(results_dir: str, evals: list[str], prm: dict, sens: str | None
     save_figure(fig, res / "ppl.png")
 
     write_summary(res / "summary.md", "quantization", "TWLA W1.58A4 post-training quantization",
-                  claims(mean, ppl, metrics, rows), body(metrics, mean, prm, rows),
+                  claims(mean, ppl, metrics, rows) + cross_claims(metrics.get("cross_unlearning")),
+                  body(metrics, mean, prm, rows) + cross_body(metrics.get("cross_unlearning")),
                   config=prm, inputs=[out_metrics], seed=None)
 
 
@@ -159,4 +163,40 @@ def body(metrics: dict, mean: dict, prm: dict, rows: list) -> str:
                  "per Adam step (`kotms.rows_per_iter`). Fake quantization; the packed format is for memory accounting "
                  "and is checked to reproduce the fake-quant NLL exactly. No speed claims. See "
                  "src/paperflow/quantization/README.md.")
+    return "\n".join(lines)
+
+
+def cross_claims(cross: dict | None) -> list[Claim]:
+    """Unlearning spec §12: W8 benign; W4 brings forgotten knowledge back (Zhang et al., ICLR 2025)."""
+    if not cross:
+        return []
+    out = []
+    refs = {"full", "retain"}
+    for r in cross["rows"]:
+        if r["model"] in refs or r["leak_fp"] is None:
+            continue
+        d = r["leak_q"] - r["leak_fp"]
+        meas = (f"{r['model']}: leak@{r['k']} {r['leak_fp']:.3f} → {r['leak_q']:.3f} (Δ {d:+.3f}); "
+                f"bin agreement with Q(original) {r['bin_agreement']:.3f}; rel. update {r['rel_update']:.3f}")
+        if r.get("recovery") is not None:
+            meas += f"; recovery ρ {r['recovery']:.2f}"
+        if r["scheme"] == "rtn_w8":
+            out.append(Claim("RTN-W8 leaves leak@k of an unlearned model almost unchanged (|Δ| ≤ 0.05)", meas,
+                             "held" if abs(d) <= 0.05 else "did not hold", "paper"))
+        elif r["scheme"] == "rtn_w4":
+            out.append(Claim("RTN-W4 brings forgotten knowledge back (leak@k rises by > 0.05)", meas,
+                             "held" if d > 0.05 else "did not hold", "paper"))
+    return out
+
+
+def cross_body(cross: dict | None) -> str:
+    if not cross:
+        return ""
+    lines = ["", "", f"### Cross-study: unlearning checkpoints after weight-only quantization "
+             f"(decoder {cross['decoder']}, judge {cross['judge']}; read quantized models against quantized original/retrain)",
+             "", "| model | scheme | leak@1 FP → Q | leak@k FP → Q | bin agreement | ρ_k |", "|---|---|---|---|---|---|"]
+    for r in cross["rows"]:
+        f = lambda x: "n/a" if x is None else f"{x:.3f}"  # noqa: E731
+        lines.append(f"| {r['model']} | {r['scheme']} | {f(r['leak1_fp'])} → {f(r['leak1_q'])} | "
+                     f"{f(r['leak_fp'])} → {f(r['leak_q'])} (k={r['k']}) | {r['bin_agreement']:.3f} | {f(r.get('recovery'))} |")
     return "\n".join(lines)
