@@ -16,9 +16,9 @@ REPO = Path(__file__).resolve().parents[2]
 def wf(tmp_path_factory):
     d = tmp_path_factory.mktemp("hashing_wf")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PAPERFLOW_PROGRESS": "0", "HF_HUB_OFFLINE": "1"}
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(d),
-           "--configfile", str(REPO / "config/test.yaml"), "--cores", "2", "-q",
-           "results/hashing/metrics.json", "results/hashing/summary.md"]
+    cmd = [sys.executable, "-m", "snakemake", "results/hashing/metrics.json", "results/hashing/summary.md",
+           "-s", str(REPO / "Snakefile"), "--directory", str(d), "--configfile", str(REPO / "config/test.yaml"),
+           "--cores", "2", "--quiet", "all"]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return d
