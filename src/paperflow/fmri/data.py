@@ -152,7 +152,9 @@ def load_runs(prep_dir: Path, space: str, split: str, subjects: list[str] | None
     from paperflow.fmri.prep import load_splits
 
     ds = load_splits(Path(prep_dir) / space)[split]
-    if subjects is not None:
+    if subjects is not None:  # row selection without Dataset.filter (which writes cache files into the input dir)
         keep = set(subjects)
-        ds = ds.filter(lambda s: s in keep, input_columns="subject")
+        idx = [i for i, s in enumerate(ds["subject"]) if s in keep]
+        npds = ds.with_format("numpy")
+        return [np.asarray(npds[i]["bold"], dtype=np.float32) for i in idx], None
     return [np.asarray(b, dtype=np.float32) for b in ds.with_format("numpy")["bold"]], ds

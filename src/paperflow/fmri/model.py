@@ -123,10 +123,15 @@ class MAE(nn.Module):
             z = blk(z)
         pred = self.head(self.dec_norm(z[:, 1:])).reshape(B, self.nt, self.P, self.n_pred, self.S)
         visible = torch.zeros(B, self.P, dtype=torch.bool, device=x.device).scatter(1, vis, True)
+        return self.masked_loss(pred, x, visible), pred, visible
+
+    def masked_loss(self, pred: torch.Tensor, x: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+        """Mean squared error over valid positions of masked patches on the predicted frames
+        (every `stride`-th frame of each tubelet)."""
+        B = x.shape[0]
         target = x.reshape(B, self.nt, self.t, self.P, self.S)[:, :, ::self.stride].permute(0, 1, 3, 2, 4)
         m = (self.valid[None, None, :, None, :] & ~visible[:, None, :, None, None]).expand_as(pred).float()
-        loss = ((pred - target) ** 2 * m).sum() / m.sum().clamp_min(1.0)
-        return loss, pred, visible
+        return ((pred - target) ** 2 * m).sum() / m.sum().clamp_min(1.0)
 
 
 def transform_clip(clip: np.ndarray, clip_value: float = 3.0) -> np.ndarray:

@@ -54,9 +54,10 @@ def scaling_tags(cfg: Mapping[str, Any]) -> list[str]:
 
 
 def embed_tags(cfg: Mapping[str, Any]) -> list[str]:
-    """Models whose frozen features are probed: pretrained + random-init per space."""
+    """Models whose frozen features are probed: pretrained per space + a random-init control
+    (first space, normally flat)."""
     t = cfg["train"]
-    return [f"{sp}-s{s}" for sp in t["spaces"] for s in t["seeds"]] + [f"{sp}-rand" for sp in t["spaces"]]
+    return [f"{sp}-s{s}" for sp in t["spaces"] for s in t["seeds"]] + [f"{t['spaces'][0]}-rand"]
 
 
 def train_params(cfg: Mapping[str, Any], tag: str) -> dict[str, Any]:

@@ -147,7 +147,7 @@ def make_report(prm: dict[str, Any], a) -> None:
     write_json(figdir / "report_checks.json", {k: v for k, v in chk.items() if k != "images"} | {"recon": recon})
     pre = [json.loads(Path(r).read_text()) for r in a.pretrain]
     body = _body(prm, geo, met, pre, recon, scal)
-    write_summary(a.summary, "fmri", "CortexMAE + Brainmarks (flat-map fMRI) — tiny synthetic reproduction", claims,
+    write_summary(a.summary, "fmri", f"CortexMAE + Brainmarks (flat-map fMRI) — {prm['tier']} synthetic reconstruction", claims,
                   body, prm, inputs=[a.metrics, a.geometry])
 
 
@@ -200,8 +200,9 @@ def _body(prm, geo, met, pre, recon, scal) -> str:
     t = prm["train"]
     lines = [
         "## What ran",
-        f"Tier `{prm['tier']}`: synthetic BOLD (our generator, real NIfTI files in nilearn's MNI152 "
-        f"{f.get('pixel_mm')} mm-pixel flat map of fsaverage5 — the flat mesh ships inside the nilearn wheel). "
+        f"Tier `{prm['tier']}`: synthetic BOLD from our generator, written as real int16 NIfTI runs on nilearn's "
+        f"MNI152 grid and read back by the same loader real data would use; flat map of fsaverage5 at "
+        f"{f.get('pixel_mm')} mm pixels (the flat mesh ships inside the nilearn wheel). "
         "**Everything here is a reconstruction on synthetic data; no real fMRI was used and no number is comparable "
         "to the paper's HCP/NSD results in absolute terms.**",
         "",

@@ -151,35 +151,43 @@ def paint_matrix(A: sp.csr_matrix) -> sp.csr_matrix:
 
 
 def to_volume(signal_v: np.ndarray, Paint: sp.csr_matrix, brain: np.ndarray, rng: np.random.Generator,
-              tr: float, cfg: dict[str, Any]) -> np.ndarray:
-    """Voxel intensities (N_vox, T) float32: 1000 + 10 x (Paint signal + noise) inside brain/cortex."""
-    sv = Paint @ signal_v  # (N_vox, T)
-    cortex = np.asarray(Paint.sum(axis=1)).ravel() > 0
+              tr: float, cfg: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Voxel intensities 1000 + 10 x (Paint signal + noise) inside brain/cortex, 0 elsewhere.
+    Returns (inside voxel indices, (n_inside, T) float32)."""
+    cortex = np.diff(Paint.indptr) > 0
     inside = np.flatnonzero(brain.ravel() | cortex)
-    ssd = sv[cortex].std()
+    sv = (Paint[inside] @ signal_v).astype(np.float32)  # (n_inside, T)
+    ssd = float(sv[cortex[inside]].std())
     T = sv.shape[1]
     ar = np.zeros(T)
     e = rng.standard_normal(T)
     for t in range(1, T):
         ar[t] = 0.95 * ar[t - 1] + np.sqrt(1 - 0.95 ** 2) * e[t]
     drift = np.linspace(-1.0, 1.0, T)
-    noise = (cfg["noise_sd"] * rng.standard_normal((len(inside), T)) + cfg["ar_amp"] * ar
-             + cfg["drift_amp"] * drift * rng.standard_normal((len(inside), 1))) * ssd
-    out = np.zeros(sv.shape, dtype=np.float32)
-    out[inside] = 1000.0 + 10.0 * (sv[inside] + noise)
-    return out
+    noise = rng.standard_normal((len(inside), T), dtype=np.float32) * np.float32(cfg["noise_sd"])
+    noise += (cfg["ar_amp"] * ar).astype(np.float32)
+    noise += (cfg["drift_amp"] * rng.standard_normal((len(inside), 1)) * drift).astype(np.float32)
+    sv += noise * np.float32(ssd)
+    sv *= 10.0
+    sv += 1000.0
+    return inside, sv
 
 
-def write_nifti(path: Path, vol: np.ndarray, shape: tuple[int, int, int], affine: np.ndarray, tr: float) -> None:
+def write_nifti(path: Path, inside: np.ndarray, values: np.ndarray, shape: tuple[int, int, int], affine: np.ndarray,
+                tr: float) -> None:
+    """int16 NIfTI with scl_slope (max |value| -> 32000), pixdim[4] = TR, written atomically."""
     import nibabel as nib
 
     from paperflow.core.io import atomic_path
 
-    img = nib.Nifti1Image(vol.reshape(*shape, -1), affine)
-    img.set_data_dtype(np.int16)
+    T = values.shape[1]
+    slope = float(np.abs(values).max()) / 32000.0 or 1.0
+    data = np.zeros((int(np.prod(shape)), T), dtype=np.int16)
+    data[inside] = np.round(values / slope).astype(np.int16)
+    img = nib.Nifti1Image(data.reshape(*shape, T), affine)
+    img.header.set_slope_inter(slope, 0.0)
     img.header.set_xyzt_units("mm", "sec")
-    zooms = list(img.header.get_zooms())
-    img.header.set_zooms(zooms[:3] + [tr])
+    img.header.set_zooms(tuple(img.header.get_zooms()[:3]) + (tr,))
     with atomic_path(path) as tmp:
         nib.save(img, str(tmp))
 
@@ -218,9 +226,9 @@ def generate_cohort(out_dir: str | Path, cohort: str, n_subjects: int, n_runs: i
         for r in range(1, n_runs + 1):
             events, dur = block_design(rng, cfg["blocks_per_condition"]) if task == "state6" else (None, duration)
             run = make_run(tpl, subj, rng, dur, p["tr"], events, cfg)
-            vol = to_volume(run["signal"], Paint, brain, rng, p["tr"], cfg)
+            inside, vals = to_volume(run["signal"], Paint, brain, rng, p["tr"], cfg)
             stem = f"{sid}_task-{task}_run-{r}"
-            write_nifti(fdir / f"{stem}_bold.nii.gz", vol, shape, affine, p["tr"])
+            write_nifti(fdir / f"{stem}_bold.nii.gz", inside, vals, shape, affine, p["tr"])
             truth[f"run{r}_latent"] = run["latent"].astype(np.float32)
             truth[f"run{r}_regressors"] = run["regressors"].astype(np.float32)
             if events:

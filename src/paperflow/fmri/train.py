@@ -110,6 +110,8 @@ def pretrain(proj: Projector, train_runs: list[np.ndarray], val_runs: list[np.nd
             history.append(rec)
             log.info("%s", json.dumps(rec))
             save(last, done)
+            if p.get("stop_after") == done:  # simulated interruption (tests): last.pt is the resume point
+                break
     if val_x is None or not (out_dir / "best.pt").exists():
         save(out_dir / "best.pt", steps)
     with open(out_dir / "log.jsonl", "w") as fh:

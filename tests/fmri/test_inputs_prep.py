@@ -1,0 +1,112 @@
+"""Input validation (errors name the file, nothing half-written) and prep normalization/resampling."""
+
+import gzip
+import json
+import subprocess
+import sys
+
+import nibabel as nib
+import numpy as np
+import pytest
+
+from paperflow.fmri.inputs import InputError, read_nifti
+from paperflow.fmri.prep import prep_run, resample_tr, zscore_rows
+
+
+def _run(path, shape, aff, T=6, tr=2.0):
+    img = nib.Nifti1Image(np.random.default_rng(1).standard_normal((*shape, T)).astype(np.float32), aff)
+    img.header.set_zooms((*img.header.get_zooms()[:3], tr))
+    nib.save(img, path)
+    return path
+
+
+def test_good_run_reads(grid8, tmp_path):
+    aff, shape, _ = grid8
+    X, tr = read_nifti(_run(tmp_path / "ok.nii.gz", shape, aff), shape, aff)
+    assert X.shape == (int(np.prod(shape)), 6) and tr == 2.0 and X.dtype == np.float32
+
+
+def test_corrupt_wrong_shape_and_affine_name_the_file(grid8, tmp_path):
+    aff, shape, _ = grid8
+    good = _run(tmp_path / "good.nii.gz", shape, aff)
+    raw = good.read_bytes()
+    trunc = tmp_path / "sub-01_truncated_bold.nii.gz"
+    trunc.write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(InputError, match="sub-01_truncated_bold.nii.gz"):
+        read_nifti(trunc, shape, aff)
+    garbage = tmp_path / "garbage_bold.nii.gz"
+    garbage.write_bytes(gzip.compress(b"not a nifti header" * 10))
+    with pytest.raises(InputError, match="garbage_bold.nii.gz"):
+        read_nifti(garbage, shape, aff)
+    wrong = _run(tmp_path / "wrongshape_bold.nii.gz", tuple(s + 1 for s in shape), aff)
+    with pytest.raises(InputError, match=r"wrongshape_bold.nii.gz: spatial shape"):
+        read_nifti(wrong, shape, aff)
+    aff2 = aff.copy()
+    aff2[0, 3] += 4.0
+    shifted = _run(tmp_path / "shifted_bold.nii.gz", shape, aff2)
+    with pytest.raises(InputError, match=r"shifted_bold.nii.gz: affine"):
+        read_nifti(shifted, shape, aff)
+    three_d = tmp_path / "vol3d.nii.gz"
+    nib.save(nib.Nifti1Image(np.zeros(shape, np.float32), aff), three_d)
+    with pytest.raises(InputError, match="vol3d.nii.gz: expected a 4-D"):
+        read_nifti(three_d, shape, aff)
+
+
+def test_prep_stage_with_bad_run_fails_and_writes_nothing(flat8, fs5, grid8, tmp_path):
+    """The prep CLI stops on a mismatched run, names it, and leaves no output directory."""
+    from paperflow.fmri.geometry import build_parcel, build_volume
+
+    aff, shape, _ = grid8
+    geo = tmp_path / "geometry"
+    geo.mkdir()
+    flat8.save(geo / "flat.npz")
+    build_parcel(fs5, 10, "volume", aff, shape, n_init=1).save(geo / "parcel.npz")
+    build_volume(fs5, aff, shape, 3).save(geo / "volume.npz")
+    syn = tmp_path / "synth"
+    (syn / "sub-a" / "func").mkdir(parents=True)
+    (syn / "participants.tsv").write_text("participant_id\ttrait_group\ttrait_age_u\ttrait_age_bin\tsite\ttr\n"
+                                          "sub-a\t0\t0.5\t1\t0\t2.0\n")
+    np.savez(syn / "sub-a" / "sub-a_truth.npz", R=np.eye(8))
+    aff2 = aff.copy()
+    aff2[1, 3] += 8.0
+    _run(syn / "sub-a" / "func" / "sub-a_task-rest_run-1_bold.nii.gz", shape, aff2)
+    out = tmp_path / "prep"
+    params = json.dumps({"cohort": "trait", "new_tr": 1.0, "clip_frames": 4})
+    r = subprocess.run([sys.executable, "-m", "paperflow.cli", "fmri", "prep", "--params", params, "--cohort", "trait",
+                        "--synth", str(syn), "--geometry", str(geo), "--out", str(out)], capture_output=True, text=True)
+    assert r.returncode != 0
+    assert "sub-a_task-rest_run-1_bold.nii.gz" in r.stderr and "affine" in r.stderr
+    assert not out.exists() and not (tmp_path / "prep.manifest.json").exists()
+    assert not list(tmp_path.glob(".prep*"))  # no temp leftovers
+
+
+def test_zscore_constant_rows_and_reconstruction(rng):
+    F = rng.standard_normal((5, 50)) * 3 + 10
+    F[2] = 7.0  # constant pixel
+    Z, mean, std = zscore_rows(F)
+    assert np.allclose(Z[[0, 1, 3, 4]].mean(1), 0) and np.allclose(Z[[0, 1, 3, 4]].std(1), 1)
+    assert (Z[2] == 0).all() and mean[2] == 0 and std[2] == 0
+    r = prep_run(F, 1.0)
+    assert r["bold"].dtype == np.float16 and r["bold"].shape == (50, 5)
+    rec = r["bold"].astype(np.float64).T * r["std"][:, None] + r["mean"][:, None]
+    ok = [0, 1, 3, 4]
+    assert np.abs(rec[ok] - F[ok]).max() < 3e-3 * np.abs(F).max()
+
+
+@pytest.mark.parametrize("tr", [0.72, 2.0, 1.0])
+def test_resample_length_and_slow_signal_preserved(tr):
+    T = int(300 / tr)
+    t = np.arange(T) * tr
+    Z = np.sin(2 * np.pi * 0.02 * t)[None]
+    R = resample_tr(Z, tr, 1.0)
+    assert R.shape == (1, int(np.floor(T * tr + 1e-9)))
+    truth = np.sin(2 * np.pi * 0.02 * np.arange(R.shape[1]))
+    assert np.abs(R[0, 5:-5] - truth[5:-5]).max() < 0.02
+
+
+def test_downsampling_removes_aliasing():
+    """A 0.6 Hz tone at TR 0.72 (above the 0.5 Hz output Nyquist) is attenuated by the anti-alias filter."""
+    tr = 0.72
+    t = np.arange(int(300 / tr)) * tr
+    R = resample_tr(np.sin(2 * np.pi * 0.6 * t)[None], tr, 1.0)
+    assert R[0, 10:-10].std() < 0.05
