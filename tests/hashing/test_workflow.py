@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.workflow
 
 
 @pytest.fixture(scope="module")
