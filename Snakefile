@@ -13,6 +13,7 @@ include: "rules/lm.smk"
 include: "rules/robotics.smk"
 include: "rules/hashing.smk"
 include: "rules/quantization.smk"
+include: "rules/fmri.smk"
 include: "rules/report.smk"
 
 
