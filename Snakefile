@@ -14,6 +14,7 @@ include: "rules/robotics.smk"
 include: "rules/hashing.smk"
 include: "rules/quantization.smk"
 include: "rules/fmri.smk"
+include: "rules/fdiv.smk"
 include: "rules/report.smk"
 
 
