@@ -15,6 +15,7 @@ include: "rules/hashing.smk"
 include: "rules/quantization.smk"
 include: "rules/fmri.smk"
 include: "rules/fdiv.smk"
+include: "rules/unlearning.smk"
 include: "rules/report.smk"
 
 
