@@ -61,7 +61,12 @@ def snakemake_jobs(repo: Path) -> dict[str, int]:
 
 def test_dvc_repro_push_pull_roundtrip(repo_copy: Path, tmp_path: Path):
     repo = repo_copy
-    shutil.copy(repo / "config" / "test.yaml", repo / "config" / "config.yaml")  # the test config
+    # the test config, with the bandits grid cut to the CI scale (profiles/ci-slurm/bandits-small.yaml,
+    # merged the way Snakemake merges config files): the round trip is about DVC, not about bandits
+    cfg = yaml.safe_load((repo / "config" / "test.yaml").read_text())
+    small = yaml.safe_load((repo / "profiles" / "ci-slurm" / "bandits-small.yaml").read_text())
+    cfg["bandits"].update(small["bandits"])
+    (repo / "config" / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     for d in ("results", "data", "models", "logs", "benchmarks", ".snakemake", ".dvc/cache", ".dvc/tmp"):
         shutil.rmtree(repo / d, ignore_errors=True)
     git = ["git", "-c", "user.email=ci@paperflow", "-c", "user.name=ci"]
@@ -85,21 +90,21 @@ def test_dvc_repro_push_pull_roundtrip(repo_copy: Path, tmp_path: Path):
 
     remote = tmp_path / "remote"
     sh(["dvc", "remote", "add", "--local", "-d", "throwaway", str(remote)], repo)
-    r = sh(["dvc", "push"], repo)
+    r = sh(["dvc", "push", STAGE], repo)
     assert remote.is_dir() and any(remote.rglob("*"))
 
     for o in OUTS:
         shutil.rmtree(repo / o)
     shutil.rmtree(repo / ".dvc" / "cache")
     shutil.rmtree(repo / ".snakemake")
-    r = sh(["dvc", "status"], repo, check=False)
-    assert "deleted" in r.stdout, r.stdout
+    r = sh(["dvc", "status", STAGE], repo, check=False)
+    assert "results/bandits" in r.stdout and ("deleted" in r.stdout or "not in cache" in r.stdout), r.stdout
 
-    sh(["dvc", "pull"], repo)
+    sh(["dvc", "pull", STAGE], repo)
     assert digests(repo) == before  # byte-identical
-    r = sh(["dvc", "status"], repo)
+    r = sh(["dvc", "status", STAGE], repo)
     assert "up to date" in r.stdout, r.stdout
-    r = sh(["dvc", "status", "-c"], repo)
+    r = sh(["dvc", "status", "-c", STAGE], repo)
     assert "in sync" in r.stdout, r.stdout
     r = sh(["dvc", "repro", STAGE], repo)
     assert "didn't change, skipping" in r.stdout, r.stdout
@@ -109,10 +114,9 @@ def test_dvc_repro_push_pull_roundtrip(repo_copy: Path, tmp_path: Path):
     assert snakemake_jobs(repo) == {}, "after sync Snakemake must not rerun restored outputs"
     assert digests(repo) == before
 
-    # a parameter change through DVC reruns only the jobs it touches
-    cfg = yaml.safe_load((repo / "config" / "config.yaml").read_text())
-    cfg_T = cfg["bandits"]["T"]
-    r = sh(["dvc", "exp", "run", STAGE, "-S", f"config/config.yaml:bandits.T={json.dumps(cfg_T[:1])}"], repo,
+    # a parameter change through DVC reruns only the jobs it touches (one algorithm's cells)
+    assert "rs_oful" in cfg["bandits"]["algorithms"]
+    r = sh(["dvc", "exp", "run", STAGE, "-S", "config/config.yaml:bandits.algorithms.rs_oful.C=2.5"], repo,
            timeout=1800)
     assert "Running stage" in r.stdout or "Running stage" in r.stderr, r.stdout
     after = digests(repo)
@@ -120,4 +124,4 @@ def test_dvc_repro_push_pull_roundtrip(repo_copy: Path, tmp_path: Path):
     m = re.search(r"^bandits_simulate\s+(\d+)\s*$", r.stdout + r.stderr, re.M)
     n_sim = int(m.group(1)) if m else 0
     n_runs = sum(1 for f in before if "/runs/" in f and f.endswith(".json") and not f.endswith("manifest.json"))
-    assert n_sim < n_runs, f"Snakemake reran {n_sim} of {n_runs} simulations although only the horizon list changed"
+    assert 0 < n_sim < n_runs, f"Snakemake reran {n_sim} of {n_runs} simulations; only rs_oful's should rerun"
