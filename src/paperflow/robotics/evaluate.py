@@ -87,9 +87,14 @@ def evaluate_lam(model_dir: str | Path, mv_dir: str | Path, p: dict[str, Any], s
         rng = np.random.default_rng(seed)
         g = te["gripper"][:, None] + rng.uniform(-0.05, 0.05, (len(te["gripper"]), 1))
         r["ksg_with_gripper"] = mi.ksg_mi(Z["test"], np.hstack([A["test"], g]), k=kn, seed=seed)
+        # translation only (dims 0-2): in the simulator rotations are barely visible (only yaw, via the fingers)
+        r["ksg_xyz"] = mi.ksg_mi(Z["test"], A["test"][:, :3], k=kn, seed=seed)
         probe = mi.ridge_probe(mi.standardize(get("train"), get("train")), A["train"], tr["episode"],
                                {"test": (mi.standardize(get("test"), get("train")), A["test"])})
         r["probe_alpha"], r["probe_nmse"], r["probe_nmse_pooled"] = probe["alpha"], probe["test"]["nmse"], probe["test"]["nmse_pooled"]
+        px = mi.ridge_probe(mi.standardize(get("train"), get("train")), A["train"][:, :3], tr["episode"],
+                            {"test": (mi.standardize(get("test"), get("train")), A["test"][:, :3])})
+        r["probe_nmse_xyz"] = px["test"]["nmse"]
         if name in ("slot0", "mean"):
             r["ba"] = mi.ba_bound(Z["train"], A["train"], Z["val"], A["val"], Z["test"], A["test"], seed=seed, k=kn)
         if name == "slot0":

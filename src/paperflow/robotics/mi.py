@@ -169,14 +169,19 @@ def ridge_probe(z_tr: np.ndarray, a_tr: np.ndarray, groups_tr: np.ndarray, tests
     return out
 
 
-def bootstrap_episodes(fn: Any, groups: np.ndarray, n_boot: int, seed: int) -> tuple[float, float]:
-    """95% percentile interval of fn(index array) over episode-level bootstrap resamples."""
+def bootstrap_episodes(fn: Any, groups: np.ndarray, n_boot: int, seed: int, frac: float = 0.8) -> tuple[float, float]:
+    """95% percentile interval of fn(index array) over episode-level resamples.
+
+    Episodes are subsampled *without* replacement (a fraction `frac` of them): resampling with
+    replacement duplicates points, which makes nearest-neighbour estimators (KSG) see zero distances
+    and inflates them. The interval is therefore a subsampling interval (conservative, wider)."""
     rng = np.random.default_rng(seed)
     ug = np.unique(groups)
     members = {g: np.nonzero(groups == g)[0] for g in ug}
+    m = max(2, int(round(frac * len(ug))))
     vals = []
     for _ in range(n_boot):
-        pick = rng.choice(ug, len(ug), replace=True)
+        pick = rng.choice(ug, min(m, len(ug)), replace=False)
         idx = np.concatenate([members[g] for g in pick])
         vals.append(fn(idx))
     vals = np.array([v for v in vals if np.isfinite(v)])

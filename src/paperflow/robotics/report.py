@@ -17,6 +17,8 @@ KEYS = {  # name -> (path in metrics.json, higher is better)
     "ksg_slot1": (("slot1", "ksg"), True),
     "ksg_mean": (("mean", "ksg"), True),
     "ksg_gripper_slot0": (("slot0", "ksg_with_gripper"), True),
+    "ksg_xyz_slot0": (("slot0", "ksg_xyz"), True),
+    "probe_nmse_xyz_slot0": (("slot0", "probe_nmse_xyz"), False),
     "mixed_codes_slot0": (("slot0", "mixed_codes"), True),
     "ba_kl_slot0": (("slot0", "ba", "ba_kl"), True),
     "ba_gauss_slot0": (("slot0", "ba", "ba_gauss"), True),
@@ -171,12 +173,14 @@ def report(mv_dir: str | Path, metric_files: list[str], outdir: str | Path, prm:
             "tasks): MVP NMSE lower",
             f"MVP {_fmt(mv['ood_nmse_slot0'])} vs single {_fmt(sv['ood_nmse_slot0'])}",
             _verdict(ood_better, mv["ood_nmse_slot0"]["per_seed"] + sv["ood_nmse_slot0"]["per_seed"]), source="recon"))
-    rows = ["| model | KSG slot 0 | KSG slot 1 | KSG mean-of-views | KSG + gripper | mixed (codes) | BA (KL H) | "
-            "probe NMSE | probe NMSE pooled | OOD NMSE | in-dist NMSE (same probe) | codes used | test rec self | test rec cross |",
-            "|---" * 14 + "|"]
+    rows = ["| model | KSG slot 0 | KSG slot 1 | KSG mean-of-views | KSG + gripper | KSG xyz only | mixed (codes) | "
+            "BA (KL H) | probe NMSE | probe NMSE pooled | probe NMSE xyz | OOD NMSE | in-dist NMSE (same probe) | "
+            "codes used | test rec self | test rec cross |",
+            "|---" * 16 + "|"]
     for m, e in agg.items():
-        cols = ["ksg_slot0", "ksg_slot1", "ksg_mean", "ksg_gripper_slot0", "mixed_codes_slot0", "ba_kl_slot0",
-                "probe_nmse_slot0", "probe_nmse_pooled_slot0", "ood_nmse_slot0", "in_dist_nmse_slot0",
+        cols = ["ksg_slot0", "ksg_slot1", "ksg_mean", "ksg_gripper_slot0", "ksg_xyz_slot0", "mixed_codes_slot0",
+                "ba_kl_slot0", "probe_nmse_slot0", "probe_nmse_pooled_slot0", "probe_nmse_xyz_slot0", "ood_nmse_slot0",
+                "in_dist_nmse_slot0",
                 "codes_used_slot0", "test_rec_self", "test_rec_cross"]
         rows.append(f"| {m} | " + " | ".join(f"{e[c]['mean']:.3f} ± {e[c]['se']:.3f}" for c in cols) + " |")
     any_model = next(iter(agg.values()))

@@ -30,6 +30,7 @@ from paperflow.core.seeding import stream
 LO = np.array([0.10, -0.15, -0.01])
 HI = np.array([0.45, 0.25, 0.25])
 CENTER = np.array([0.275, 0.05, 0.0])
+SHOULDER = np.array([-0.02, 0.05, 0.28])  # robot base/shoulder, drawn as the arm's fixed end
 
 COLORS: dict[str, tuple[int, int, int]] = {
     "red": (200, 40, 40), "green": (40, 170, 60), "blue": (40, 70, 200), "yellow": (220, 200, 40),
@@ -474,9 +475,13 @@ class Renderer:
         perp = np.array([-math.sin(yaw), math.cos(yaw), 0.0])
         for c, shape, size, pos in snap["objs"]:
             items.append((pos, size / 2, np.array(COLORS[c], np.float32), shape == "cube"))
-        items.append((p + np.array([0, 0, 0.03]), 0.018, np.array([60, 60, 70], np.float32), False))
+        # the arm: a chain of discs from the shoulder to the wrist (large, so EEF motion is visible)
+        for f in np.linspace(0.0, 0.85, 7):
+            items.append((SHOULDER + f * (p + np.array([0, 0, 0.05]) - SHOULDER), 0.022,
+                          np.array([95, 95, 110], np.float32), False))
+        items.append((p + np.array([0, 0, 0.03]), 0.024, np.array([60, 60, 70], np.float32), False))
         for sgn in (-1, 1):
-            items.append((p + sgn * perp * (0.008 + 0.02 * w), 0.007, np.array([25, 25, 25], np.float32), False))
+            items.append((p + sgn * perp * (0.01 + 0.02 * w), 0.009, np.array([25, 25, 25], np.float32), False))
         pts = np.stack([it[0] for it in items])
         uv, z = cam.project(pts)
         order = np.argsort(-np.nan_to_num(z, nan=-1))
