@@ -3,7 +3,7 @@ cannot be built in CI; this is what we can check without building them):
 
 - every rule that runs something has `conda:` pointing at an existing, pinned envs/*.yaml;
 - each env lists every third-party package that its rules' code imports: the AST imports (also the
-  lazy ones inside functions) of the package a rule calls (`paperflow <study> ...`,
+  lazy ones inside functions; not optional ones guarded by `try: ... except ImportError`) of the package a rule calls (`paperflow <study> ...`,
   `python -m paperflow.<module>`), followed through paperflow's own modules, plus the module-level
   imports of every study's cli.py (the `paperflow` entry point imports them all at start-up).
 """
@@ -67,6 +67,10 @@ def _module_name(path: Path) -> str:
 def _direct_imports(path: Path, top_level_only: bool) -> tuple[frozenset[str], frozenset[str]]:
     """(third-party top-level names, paperflow modules) imported by one file."""
     tree = ast.parse(path.read_text(), filename=str(path))
+    return _scan(tree, _module_name(path), path.name == "__init__.py", top_level_only)
+
+
+def _scan(tree: ast.Module, me: str, is_init: bool, top_level_only: bool) -> tuple[frozenset[str], frozenset[str]]:
     nodes = tree.body if top_level_only else list(ast.walk(tree))
     if top_level_only:  # module level, including inside top-level if/try blocks
         stack, nodes = list(tree.body), []
@@ -76,8 +80,14 @@ def _direct_imports(path: Path, top_level_only: bool) -> tuple[frozenset[str], f
             if isinstance(n, (ast.If, ast.Try)):
                 stack.extend(n.body + n.orelse + getattr(n, "finalbody", []) +
                              [s for h in getattr(n, "handlers", []) for s in h.body])
-    me = _module_name(path)
-    pkg = me if path.name == "__init__.py" else me.rsplit(".", 1)[0]
+    # imports guarded by `try: ... except ImportError` are optional dependencies: not required
+    optional: set[int] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Try) and any(_catches_import_error(h.type) for h in n.handlers):
+            for stmt in n.body:
+                optional |= {id(x) for x in ast.walk(stmt) if isinstance(x, (ast.Import, ast.ImportFrom))}
+    nodes = [n for n in nodes if id(n) not in optional]
+    pkg = me if is_init else me.rsplit(".", 1)[0]
     third, ours = set(), set()
 
     def note(mod: str) -> None:
@@ -103,6 +113,11 @@ def _direct_imports(path: Path, top_level_only: bool) -> tuple[frozenset[str], f
                     if _module_file(f"{mod}.{a.name}"):
                         ours.add(f"{mod}.{a.name}")
     return frozenset(third), frozenset(ours)
+
+
+def _catches_import_error(t: ast.expr | None) -> bool:
+    names = [t] if not isinstance(t, ast.Tuple) else list(t.elts)
+    return any(isinstance(x, ast.Name) and x.id in ("ImportError", "ModuleNotFoundError") for x in names)
 
 
 def _closure(start: list[Path], top_level_only: bool) -> set[str]:
@@ -216,3 +231,17 @@ def test_import_scan_sees_lazy_imports():
     used = _closure([PKG / "core" / "accel.py"], top_level_only=False)
     assert {"torch", "accelerate", "safetensors", "numpy"} <= used
     assert "torch" not in _closure([PKG / "core" / "accel.py"], top_level_only=True)
+
+
+def test_optional_imports_are_not_required():
+    src = ("import numpy\n"
+           "def f():\n"
+           "    import torch\n"
+           "    try:\n"
+           "        import lm_eval\n"
+           "    except ImportError as e:\n"
+           "        raise RuntimeError('optional') from e\n")
+    third, _ = _scan(ast.parse(src), "paperflow.x.y", False, top_level_only=False)
+    assert third == {"numpy", "torch"}
+    third, _ = _scan(ast.parse(src), "paperflow.x.y", False, top_level_only=True)
+    assert third == {"numpy"}
