@@ -91,9 +91,10 @@ def _snakemake(args: Sequence[str]) -> int:
     return subprocess.call(cmd)
 
 
-def run(study: str, configfile: str, cores: str, outs: Sequence[str], extra: Sequence[str],
+def run(studies: Sequence[str], configfile: str, cores: str, outs: Sequence[str], extra: Sequence[str],
         targets: Sequence[str] | None = None) -> int:
-    targets = list(targets) if targets else study_targets(study, configfile)
+    study = "+".join(studies)
+    targets = list(targets) if targets else [t for s in studies for t in study_targets(s, configfile)]
     if not targets:
         print(f"[dvcstage] {study}: not enabled in {configfile}; nothing to run", file=sys.stderr)
         for o in outs:
@@ -126,10 +127,10 @@ def _dvc_stage_clean(stage: str) -> tuple[bool, str]:
     return not status, json.dumps(status)
 
 
-def sync(stages: dict[str, list[str] | None], configfile: str) -> int:
-    """stage -> explicit targets (None: the study's STUDY_TARGETS)."""
-    for stage, explicit in stages.items():
-        targets = explicit or study_targets(stage, configfile)
+def sync(stages: dict[str, tuple[list[str], list[str] | None]], configfile: str) -> int:
+    """stage -> (studies, explicit targets or None: the studies' STUDY_TARGETS)."""
+    for stage, (studies, explicit) in stages.items():
+        targets = explicit or [t for s in studies for t in study_targets(s, configfile)]
         if not targets:
             continue  # disabled study
         clean, detail = _dvc_stage_clean(stage)
@@ -141,27 +142,28 @@ def sync(stages: dict[str, list[str] | None], configfile: str) -> int:
                          "--configfile", configfile])
         if rc != 0:
             return rc
-        _write_stamp(stage, targets)
+        _write_stamp("+".join(studies), targets)
         print(f"[dvcstage] {stage}: Snakemake records synced with the restored outputs", file=sys.stderr)
     return 0
 
 
-def dvc_stages(dvc_yaml: str = "dvc.yaml") -> dict[str, list[str] | None]:
-    """Stages of dvc.yaml that run through this module, with their explicit --targets (if any)."""
+def dvc_stages(dvc_yaml: str = "dvc.yaml") -> dict[str, tuple[list[str], list[str] | None]]:
+    """Stages of dvc.yaml that run through this module: (studies, explicit --targets or None)."""
     import shlex
 
     import yaml
 
-    out: dict[str, list[str] | None] = {}
+    out: dict[str, tuple[list[str], list[str] | None]] = {}
     for name, d in ((yaml.safe_load(Path(dvc_yaml).read_text()) or {}).get("stages", {})).items():
         argv = shlex.split(str(d.get("cmd", "")))
         if "paperflow.core.dvcstage" not in argv or "run" not in argv:
             continue
-        targets = None
-        if "--targets" in argv:
-            rest = argv[argv.index("--targets") + 1:]
-            targets = [t for t in rest[: next((k for k, t in enumerate(rest) if t.startswith("-")), len(rest))]]
-        out[name] = targets
+        def values(after: list[str]) -> list[str]:
+            return after[: next((k for k, t in enumerate(after) if t.startswith("-")), len(after))]
+
+        studies = values(argv[argv.index("run") + 1:])
+        targets = values(argv[argv.index("--targets") + 1:]) if "--targets" in argv else None
+        out[name] = (studies, targets)
     return out
 
 
@@ -169,9 +171,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m paperflow.core.dvcstage", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="action", required=True)
-    pr = sub.add_parser("run", help="run Snakemake for one study (the command of its dvc.yaml stage); "
+    pr = sub.add_parser("run", help="run Snakemake for a study (the command of its dvc.yaml stage); "
                         "extra snakemake arguments after --")
-    pr.add_argument("study")
+    pr.add_argument("study", nargs="+", help="study (several when they share output folders)")
     pr.add_argument("--configfile", default=DEFAULT_CONFIG)
     pr.add_argument("--cores", default="all")
     pr.add_argument("--outs", nargs="*", default=[], help="output folders the stage declares")
