@@ -16,6 +16,7 @@ include: "rules/quantization.smk"
 include: "rules/fmri.smk"
 include: "rules/fdiv.smk"
 include: "rules/unlearning.smk"
+include: "rules/robopolicy.smk"
 include: "rules/report.smk"
 
 

@@ -1,0 +1,191 @@
+# robopolicy: LARA (data -> lam_pretrain (S1) -> train (S2+S3) per variant x seed -> evaluate -> lara_report)
+# and GAM [reconstruction] (gam_run per seed -> gam_report), then one combined summary for the study key.
+# Logic: src/paperflow/robopolicy; parameters: config["robopolicy"]; spec: specs/robotics.md d-e.
+from paperflow.robopolicy import plan as robopolicy_plan
+
+RP_RES = f"{RESULTS}/robotics"
+RP_DATA = f"{config['data_dir']}/robopolicy"
+RP_MODELS = f"{config['models_dir']}/robopolicy"
+
+if "robopolicy" in ENABLED:
+    STUDY_TARGETS["robopolicy"] = robopolicy_plan.targets(config["robopolicy"], RESULTS)
+    STUDY_SUMMARIES["robopolicy"] = f"{RP_RES}/robopolicy_summary.md"
+
+
+wildcard_constraints:
+    rpvariant=r"dit_only|frozen_align|lara|lara_mse",
+    rpseed=r"\d+",
+
+
+rule robopolicy_data:
+    output:
+        directory(f"{RP_DATA}/mv"),
+    params:
+        p=lambda w: as_json(robopolicy_plan.data_params(config["robopolicy"])),
+    log:
+        "logs/robopolicy/data.log",
+    benchmark:
+        "benchmarks/robopolicy/data.tsv"
+    threads: 1
+    resources:
+        mem_mb=mem_mb(3000),
+        runtime=30,
+    conda:
+        "../envs/robopolicy.yaml"
+    shell:
+        "paperflow robopolicy data --params {params.p:q} --out {output} > {log} 2>&1"
+
+
+rule robopolicy_lam_pretrain:
+    input:
+        f"{RP_DATA}/mv",
+    output:
+        directory(f"{RP_MODELS}/lam_s1/seed{{rpseed}}"),
+    params:
+        p=lambda w: as_json(robopolicy_plan.lam_params(config["robopolicy"])),
+    log:
+        "logs/robopolicy/lam_pretrain/seed{rpseed}.log",
+    benchmark:
+        "benchmarks/robopolicy/lam_pretrain/seed{rpseed}.tsv"
+    threads: 1
+    resources:
+        mem_mb=mem_mb(3000),
+        runtime=30,
+    conda:
+        "../envs/robopolicy.yaml"
+    shell:
+        "paperflow robopolicy lam-pretrain --params {params.p:q} --data {input} --seed {wildcards.rpseed} "
+        "--out {output} > {log} 2>&1"
+
+
+rule robopolicy_train:
+    input:
+        data=f"{RP_DATA}/mv",
+        lam=f"{RP_MODELS}/lam_s1/seed{{rpseed}}",
+    output:
+        directory(f"{RP_MODELS}/{{rpvariant}}/seed{{rpseed}}"),
+    params:
+        p=lambda w: as_json(robopolicy_plan.train_params(config["robopolicy"], w.rpvariant)),
+    log:
+        "logs/robopolicy/train/{rpvariant}-seed{rpseed}.log",
+    benchmark:
+        "benchmarks/robopolicy/train/{rpvariant}-seed{rpseed}.tsv"
+    threads: 1
+    resources:
+        mem_mb=mem_mb(3000),
+        runtime=60,
+    conda:
+        "../envs/robopolicy.yaml"
+    shell:
+        "paperflow robopolicy train --params {params.p:q} --data {input.data} --lam {input.lam} "
+        "--variant {wildcards.rpvariant} --seed {wildcards.rpseed} --out {output} > {log} 2>&1"
+
+
+rule robopolicy_evaluate:
+    input:
+        data=f"{RP_DATA}/mv",
+        lam=f"{RP_MODELS}/lam_s1/seed{{rpseed}}",
+        model=f"{RP_MODELS}/{{rpvariant}}/seed{{rpseed}}",
+    output:
+        metrics=f"{RP_RES}/lara/{{rpvariant}}/seed{{rpseed}}/metrics.json",
+        frames=f"{RP_RES}/lara/{{rpvariant}}/seed{{rpseed}}/frames.npz",
+    params:
+        p=lambda w: as_json(robopolicy_plan.eval_params(config["robopolicy"], w.rpvariant)),
+    log:
+        "logs/robopolicy/evaluate/{rpvariant}-seed{rpseed}.log",
+    benchmark:
+        "benchmarks/robopolicy/evaluate/{rpvariant}-seed{rpseed}.tsv"
+    threads: 1
+    resources:
+        mem_mb=mem_mb(3000),
+        runtime=30,
+    conda:
+        "../envs/robopolicy.yaml"
+    shell:
+        "paperflow robopolicy evaluate --params {params.p:q} --data {input.data} --lam {input.lam} "
+        "--model {input.model} --variant {wildcards.rpvariant} --seed {wildcards.rpseed} --out {output.metrics} "
+        "> {log} 2>&1"
+
+
+rule robopolicy_lara_report:
+    input:
+        data=f"{RP_DATA}/mv",
+        metrics=lambda w: robopolicy_plan.lara_eval_paths(config["robopolicy"], RESULTS),
+    output:
+        metrics=f"{RP_RES}/lara/metrics.json",
+        summary=f"{RP_RES}/lara/summary.md",
+        success=f"{RP_RES}/lara/success.png",
+        rollouts=f"{RP_RES}/lara/rollouts.png",
+    params:
+        p=lambda w: as_json(robopolicy_plan.lara_report_params(config["robopolicy"])),
+        outdir=lambda w, output: os.path.dirname(output.metrics),
+    log:
+        "logs/robopolicy/lara_report.log",
+    threads: 1
+    resources:
+        mem_mb=mem_mb(2000),
+        runtime=20,
+    conda:
+        "../envs/robopolicy.yaml"
+    shell:
+        "paperflow robopolicy lara-report --params {params.p:q} --data {input.data} --metrics {input.metrics} "
+        "--outdir {params.outdir} > {log} 2>&1"
+
+
+rule robopolicy_gam_run:
+    output:
+        f"{RP_RES}/gam/seeds/seed{{rpseed}}.json",
+    params:
+        p=lambda w: as_json(robopolicy_plan.gam_params(config["robopolicy"])),
+    log:
+        "logs/robopolicy/gam_run/seed{rpseed}.log",
+    benchmark:
+        "benchmarks/robopolicy/gam_run/seed{rpseed}.tsv"
+    threads: 1
+    resources:
+        mem_mb=mem_mb(1000),
+        runtime=20,
+    conda:
+        "../envs/robopolicy.yaml"
+    shell:
+        "paperflow robopolicy gam-run --params {params.p:q} --seed {wildcards.rpseed} --out {output} > {log} 2>&1"
+
+
+rule robopolicy_gam_report:
+    input:
+        lambda w: robopolicy_plan.gam_seed_paths(config["robopolicy"], RESULTS),
+    output:
+        metrics=f"{RP_RES}/gam/metrics.json",
+        summary=f"{RP_RES}/gam/summary.md",
+        success=f"{RP_RES}/gam/success.png",
+        rollouts=f"{RP_RES}/gam/rollouts.png",
+    params:
+        p=lambda w: as_json(robopolicy_plan.gam_params(config["robopolicy"])),
+        outdir=lambda w, output: os.path.dirname(output.metrics),
+    log:
+        "logs/robopolicy/gam_report.log",
+    threads: 1
+    resources:
+        mem_mb=mem_mb(1000),
+        runtime=10,
+    conda:
+        "../envs/robopolicy.yaml"
+    shell:
+        "paperflow robopolicy gam-report --params {params.p:q} --runs {input} --outdir {params.outdir} > {log} 2>&1"
+
+
+rule robopolicy_summary:
+    input:
+        lambda w: robopolicy_plan.summaries(config["robopolicy"], RESULTS),
+    output:
+        f"{RP_RES}/robopolicy_summary.md",
+    log:
+        "logs/robopolicy/summary.log",
+    threads: 1
+    resources:
+        mem_mb=mem_mb(500),
+        runtime=5,
+    conda:
+        "../envs/robopolicy.yaml"
+    shell:
+        "paperflow robopolicy summary --summaries {input} --out {output} > {log} 2>&1"

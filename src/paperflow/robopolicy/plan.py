@@ -1,0 +1,106 @@
+"""Planning: the validated `robopolicy:` config section -> each job's parameters and paths.
+
+Rules and the CLI call the same functions, so a job reruns exactly when its parameters change.
+Outputs: `results/robotics/lara/`, `results/robotics/gam/`; the combined summary registered for the
+study key `robopolicy` is `results/robotics/robopolicy_summary.md`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def lara_on(cfg: Mapping[str, Any]) -> bool:
+    return bool(cfg["lara"]["enabled"])
+
+
+def gam_on(cfg: Mapping[str, Any]) -> bool:
+    return bool(cfg["gam"]["enabled"])
+
+
+def seeds(cfg: Mapping[str, Any]) -> list[int]:
+    return list(cfg["seeds"])
+
+
+def variants(cfg: Mapping[str, Any]) -> list[str]:
+    return list(cfg["lara"]["variants"])
+
+
+def data_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Simulator episodes (robotics `simdata.generate` params) + extractor params."""
+    la = cfg["lara"]
+    return {"sim": dict(la["sim"]), "extract": dict(la["extract"])}
+
+
+def _train_common(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    la = cfg["lara"]
+    keys = ("horizon", "batch_size", "lr", "weight_decay", "warmup", "log_every", "net", "s1_steps")
+    return {k: la[k] for k in keys} | {"image_size": la["extract"]["image_size"]}
+
+
+def lam_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    return _train_common(cfg)
+
+
+def train_params(cfg: Mapping[str, Any], variant: str) -> dict[str, Any]:
+    la = cfg["lara"]
+    return _train_common(cfg) | {"variant": variant, "tasks_a": list(la["tasks_a"]), "tasks_b": list(la["tasks_b"]),
+                                 "s2_steps": la["s2_steps"], "s3_steps": la["s3_steps"], "s3_demos": la["s3_demos"],
+                                 "w_align": la["w_align"], "w_lam": la["w_lam"]}
+
+
+def eval_templates(cfg: Mapping[str, Any]) -> list[str]:
+    la = cfg["lara"]
+    return list(la["tasks_b"]) if la["s3_steps"] > 0 else list(la["tasks_a"])
+
+
+def eval_params(cfg: Mapping[str, Any], variant: str) -> dict[str, Any]:
+    la = cfg["lara"]
+    return train_params(cfg, variant) | {"eval": dict(la["eval"]), "euler_steps": la["euler_steps"],
+                                         "templates": eval_templates(cfg), "render": dict(la["sim"]["render"]),
+                                         "resize_mode": la["extract"]["resize_mode"]}
+
+
+def lara_report_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    la = cfg["lara"]
+    return {"variants": variants(cfg), "seeds": seeds(cfg), "eval": dict(la["eval"]), "templates": eval_templates(cfg),
+            "render": dict(la["sim"]["render"]), "s1_steps": la["s1_steps"], "s2_steps": la["s2_steps"],
+            "s3_steps": la["s3_steps"], "w_align": la["w_align"], "w_lam": la["w_lam"], "horizon": la["horizon"]}
+
+
+def gam_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    g = dict(cfg["gam"])
+    g.pop("enabled")
+    g.pop("seeds")
+    return g
+
+
+def gam_seeds(cfg: Mapping[str, Any]) -> list[int]:
+    return list(range(int(cfg["gam"]["seeds"])))
+
+
+def lara_eval_paths(cfg: Mapping[str, Any], results: str) -> list[str]:
+    return [f"{results}/robotics/lara/{v}/seed{s}/metrics.json" for v in variants(cfg) for s in seeds(cfg)]
+
+
+def gam_seed_paths(cfg: Mapping[str, Any], results: str) -> list[str]:
+    return [f"{results}/robotics/gam/seeds/seed{s}.json" for s in gam_seeds(cfg)]
+
+
+def summaries(cfg: Mapping[str, Any], results: str) -> list[str]:
+    out = []
+    if lara_on(cfg):
+        out.append(f"{results}/robotics/lara/summary.md")
+    if gam_on(cfg):
+        out.append(f"{results}/robotics/gam/summary.md")
+    return out
+
+
+def targets(cfg: Mapping[str, Any], results: str) -> list[str]:
+    out = [f"{results}/robotics/robopolicy_summary.md"]
+    if lara_on(cfg):
+        out += [f"{results}/robotics/lara/{f}" for f in ("metrics.json", "summary.md", "success.png", "rollouts.png")]
+    if gam_on(cfg):
+        out += [f"{results}/robotics/gam/{f}" for f in ("metrics.json", "summary.md", "success.png", "rollouts.png")]
+    return out
