@@ -4,7 +4,7 @@ SE(3) utilities, arc-length reparameterisation, canonical-frame "world lines", t
 residual factorisation, the projection controller, the baselines of spec e.2 and the closed-loop
 experiment of spec e.3 in a state-only pose simulator (no rendering).
 
-The pose simulator here (`PoseTask`) is our own: the robotics simulator's `World` has no obstacles,
+The pose simulator here (`sample_instance`, `demo`, `run_path`, `outcome`) is our own: the robotics simulator's `World` has no obstacles,
 via-points or state-only API, so the e.3 task (move from start to goal over an obstacle, through a
 via-point above it) is a pure-kinematics SE(3) end effector stepped with clipped delta actions
 (`[dp (3), d_rotvec (3)]`, rotation applied in the world frame; metres / radians per step).

@@ -218,7 +218,7 @@ def gam_report(prm: dict[str, Any], runs: Sequence[str], outdir: Path) -> None:
     ax.add_patch(plt.Circle(ex["obstacle"], ex["radius"], color="grey", alpha=0.4))
     ax.plot(*ex["via"], "r*", ms=10, label="via-point")
     ax.set_aspect("equal")
-    ax.set_title("example rollout, pose shift (xy, seed 0)")
+    ax.set_title(f"example rollout, pose shift (xy, seed {rs[0]['seed']})")
     ax.legend(fontsize=6)
     save_figure(fig, outdir / "rollouts.png")
     _gam_summary(prm, agg, outdir, list(runs) + [str(out_metrics)])
@@ -266,7 +266,7 @@ def _gam_summary(prm: dict[str, Any], agg: dict[str, Any], outdir: Path, inputs:
     body = f"""
 **GAM is entirely a reconstruction**: no official code exists; the method is rebuilt from the abstract per
 spec e (SE(3) utilities, arc-length parameteriser, canonical world lines, schema + PCA residual, projection
-controller). The e.3 task runs in our own state-only pose simulator (`gam.PoseTask` functions: move from the
+controller). The e.3 task runs in our own state-only pose simulator (in `gam.py`: move from the
 start over an obstacle through a via-point to the goal), because the robotics tabletop simulator has no
 obstacles / via-points and no state-only mode.
 
