@@ -112,7 +112,7 @@ def _train(p: argparse.ArgumentParser):  # type: ignore[no-untyped-def]
         lam = None
         if prm["variant"] != "dit_only":
             lam = lara.make_lam(prm, prm["image_size"])
-            lam.load_state_dict(torch.load(Path(a.lam) / "lam.pt", weights_only=True))
+            lam.load_state_dict(torch.load(Path(a.lam) / "lam.pt", weights_only=True, map_location="cpu"))
         log: list[dict] = []
         da = lara.load_demos(a.data, "train", stats, prm["tasks_a"])
         lara.train_joint(vla, lam, da, q, prm["s2_steps"], a.seed, "S2", log)
@@ -154,7 +154,7 @@ def _evaluate(p: argparse.ArgumentParser):  # type: ignore[no-untyped-def]
         stats = read_stats(a.data)
         q = {**prm, "stats": stats}
         vla = lara.make_vla(prm)
-        vla.load_state_dict(torch.load(Path(a.model) / "vla.pt", weights_only=True))
+        vla.load_state_dict(torch.load(Path(a.model) / "vla.pt", weights_only=True, map_location="cpu"))
         vla.eval()
         ev = prm["eval"]
         res: dict = {"variant": prm["variant"], "seed": a.seed, "templates": prm["templates"], "closed_loop": {}}
@@ -173,9 +173,9 @@ def _evaluate(p: argparse.ArgumentParser):  # type: ignore[no-untyped-def]
         te_all = lara.load_demos(a.data, "test", stats)
         if prm["variant"] != "dit_only":
             lam1 = lara.make_lam(prm, prm["image_size"])
-            lam1.load_state_dict(torch.load(Path(a.lam) / "lam.pt", weights_only=True))
+            lam1.load_state_dict(torch.load(Path(a.lam) / "lam.pt", weights_only=True, map_location="cpu"))
             lam2 = lara.make_lam(prm, prm["image_size"])
-            lam2.load_state_dict(torch.load(Path(a.model) / "lam.pt", weights_only=True))
+            lam2.load_state_dict(torch.load(Path(a.model) / "lam.pt", weights_only=True, map_location="cpu"))
             res["lam_probe_s1"] = lara.lam_probe(lam1.eval(), tr_all, te_all, q)
             res["lam_probe_final"] = lara.lam_probe(lam2.eval(), tr_all, te_all, q)
             res["lam_param_change"] = float(sum((x - y).abs().sum() for x, y in

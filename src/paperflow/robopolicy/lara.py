@@ -210,7 +210,7 @@ class TinyVLA(nn.Module):
         obs = self.cnn(img).flatten(2).transpose(1, 2)
         B = obs.shape[0]
         if self.head == "flow":
-            freqs = torch.exp(torch.arange(32, dtype=torch.float32) * (-math.log(1000.0) / 32))
+            freqs = torch.exp(torch.arange(32, dtype=torch.float32, device=t.device) * (-math.log(1000.0) / 32))
             ang = t[:, None] * 1000.0 * freqs[None]
             te = self.temb(torch.cat([ang.sin(), ang.cos()], -1))
             act = self.act_in(x_t) + te[:, None] + self.act_q
@@ -232,9 +232,9 @@ class TinyVLA(nn.Module):
         a = b["actions"]
         if self.head == "flow":
             B = a.shape[0]
-            s = torch.distributions.Beta(torch.tensor(1.5), torch.tensor(1.0)).sample((B,))
+            s = torch.distributions.Beta(torch.tensor(1.5), torch.tensor(1.0)).sample((B,)).to(a.device)
             t = (0.999 - s) / 0.999
-            eps = torch.randn(a.shape, generator=gen)
+            eps = torch.randn(a.shape, generator=gen).to(a.device)
             x_t = (1 - t)[:, None, None] * eps + t[:, None, None] * a
             v, hidden = self(b, x_t, t)
             loss = F.mse_loss(v, a - eps)
@@ -341,6 +341,9 @@ def train_joint(vla: TinyVLA, lam: TinyLAM | None, d: Demos, p: dict[str, Any], 
         if train_lam_too:
             params += [q for q in lam.parameters() if q.requires_grad]
     opt = torch.optim.AdamW(params, lr=p["lr"], betas=(0.95, 0.999), weight_decay=p["weight_decay"])
+    vla = acc.prepare(vla)
+    if lam is not None:
+        lam = acc.prepare(lam)
     opt = acc.prepare(opt)
     idx_all = samples(d)
     rng = np.random.default_rng([seed, 2 if stage == "S2" else 3])
@@ -350,6 +353,7 @@ def train_joint(vla: TinyVLA, lam: TinyLAM | None, d: Demos, p: dict[str, Any], 
             g["lr"] = p["lr"] * _cosine(step, steps, p["warmup"])
         b = batch(d, idx_all[rng.integers(len(idx_all), size=p["batch_size"])], p["horizon"], p["horizon"] - 1,
                   p["stats"])
+        b = {k: v.to(acc.device) for k, v in b.items()}
         loss, parts = joint_loss(vla, lam, b, variant, p["w_align"], p["w_lam"], gen)
         opt.zero_grad()
         acc.backward(loss)
