@@ -75,7 +75,10 @@ def test_rerun_is_noop_and_param_change_reruns_only_dependent_jobs(fdiv_run):
     proc = subprocess.run(base, capture_output=True, text=True)
     out = proc.stdout + proc.stderr
     assert "Nothing to be done" in out or "fdiv_" not in out
-    out = subprocess.run(base + ["--config", "fdiv={'hypergrid': {'steps': 41}}"], capture_output=True,
+    override = fdiv_run / "override.yaml"  # a later --configfile is merged recursively into the first
+    override.write_text("fdiv:\n  hypergrid: {steps: 41}\n")
+    base[base.index("-n") - 1] = f"{REPO / 'config/test.yaml'}"
+    out = subprocess.run(base[:base.index("-n")] + [str(override)] + base[base.index("-n"):], capture_output=True,
                          text=True)
     out = out.stdout + out.stderr
     assert "fdiv_hypergrid" in out and "fdiv_gmm" not in out and "fdiv_identity" not in out
