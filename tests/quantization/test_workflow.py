@@ -16,8 +16,9 @@ def qrun(tmp_path_factory):
     d = tmp_path_factory.mktemp("qwf")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PAPERFLOW_PROGRESS": "0"}
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(d),
-           "--configfile", str(REPO / "config/test.yaml"), "--cores", "2", "--quiet",
-           "results/quantization/summary.md", "results/quantization/metrics.json", "results/quantization/ppl.png"]
+           "--configfile", str(REPO / "config/test.yaml"), "--cores", "2",
+           "results/quantization/summary.md", "results/quantization/metrics.json", "results/quantization/ppl.png",
+           "--quiet", "all"]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return d
