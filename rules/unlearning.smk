@@ -13,9 +13,6 @@ if "unlearning" in ENABLED:
     STUDY_TARGETS["unlearning"] = _UL_TARGETS
     STUDY_SUMMARIES["unlearning"] = f"{UL_RES}/summary.md"
 
-    def _ul_tokenizer(wildcards):
-        return [f"{UL_MODELS}/tokenizer"] if _UL["model"]["kind"] == "tiny" else [_UL["model"]["pretrained_path"]]
-
     rule unlearning_data:
         output:
             directory(UL_DATA),
@@ -53,7 +50,7 @@ if "unlearning" in ENABLED:
     rule unlearning_finetune:
         input:
             data=UL_DATA,
-            tok=_ul_tokenizer,
+            tok=lambda w: f"{UL_MODELS}/tokenizer" if _UL["model"]["kind"] == "tiny" else _UL["model"]["pretrained_path"],
         output:
             directory(f"{UL_MODELS}/seed{{seed}}/{{ul_split}}"),
         wildcard_constraints:
@@ -177,6 +174,9 @@ if "unlearning" in ENABLED:
             _UL_TARGETS,
         params:
             p=lambda w: as_json(ul_plan.report_params(_UL)),
+            metrics_root=lambda w, input: str(Path(input.metrics[0]).parents[1]),
+            models_root=lambda w, input: str(Path(input.models[0]).parents[1]),
+            out_dir=lambda w, output: str(Path(output[0]).parent),
         log:
             f"logs/unlearning/{_UL_RUN}/report.log",
         threads: 1
@@ -186,5 +186,5 @@ if "unlearning" in ENABLED:
         conda:
             "../envs/unlearning.yaml"
         shell:
-            "paperflow unlearning report --params {params.p:q} --metrics-root {UL_RES}/metrics "
-            "--models-root {UL_MODELS} --out-dir {UL_RES} > {log} 2>&1"
+            "paperflow unlearning report --params {params.p:q} --metrics-root {params.metrics_root} "
+            "--models-root {params.models_root} --out-dir {params.out_dir} > {log} 2>&1"
