@@ -123,3 +123,30 @@ def test_label_loss_smoothing_and_multilabel():
     assert float(soft) == pytest.approx(float(ref), rel=1e-5)
     ml = M.label_loss(z, z, W, torch.ones(4, 4, dtype=torch.long), 0.1, True)
     assert float(ml) == pytest.approx(float(2 * torch.nn.functional.softplus(-(z @ W / 0.1)).mean()), rel=1e-5)
+
+
+def test_inter_code_matches_released_loop():
+    """Loop transcription of the released `_inter_loss` (single-label)."""
+    B, gamma, shift = 6, 0.2, 1.0
+    z1, z2 = unit(B, 8, 11), unit(B, 8, 12)
+    y = torch.eye(3, dtype=torch.long)[torch.tensor([0, 0, 1, 2, 1, 0])]
+    t = y.argmax(1).numpy()
+    u, v = np.tanh(z1.numpy()), np.tanh(z2.numpy())
+    S = u @ v.T
+    ref = 0.0
+    for col in (False, True):
+        rows = []
+        for i in range(B):
+            tot = 0.0
+            for j in range(B):
+                thr = (S[j, j] if col else S[i, i]) - gamma
+                c = S[i, j] if S[i, j] >= thr else S[i, j] - shift
+                if i == j:
+                    tot += math.exp(max(c, 0.0))
+                elif t[i] == t[j]:
+                    tot += 1.0
+                else:
+                    tot += math.exp(c)
+            rows.append(-S[i, i] + math.log(tot) + gamma)
+        ref += np.mean(rows)
+    assert float(M.inter_code(z1, z2, y, gamma, shift, False)) == pytest.approx(ref, rel=1e-9)

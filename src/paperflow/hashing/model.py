@@ -162,11 +162,11 @@ def margin(z1: torch.Tensor, z2: torch.Tensor, y: torch.Tensor, w: torch.Tensor,
 
 def inter_code(z1: torch.Tensor, z2: torch.Tensor, y: torch.Tensor, gamma: float, shift: float,
                multilabel: bool) -> torch.Tensor:
-    """DGSA inter loss with the released code's quirks [C as the spec describes them]: tanh(z) not
-    renormalised, τ_e = 1, same-label off-diagonal exponents multiplied by 0 (each adds exp(0)),
-    the clamped diagonal kept in the sum, second direction thresholding on the column diagonal
-    while summing along rows."""
-    S = (torch.tanh(z1) @ torch.tanh(z2).T).clamp(-1, 1)
+    """DGSA inter loss as released [C: `FARLoss._inter_loss`]: tanh(z) not renormalised, τ_e = 1,
+    same-label off-diagonal exponents multiplied by 0 (each adds exp(0) = 1), the diagonal kept in
+    the sum as max(S_ii, 0), the second direction thresholding on the column diagonal S_jj while
+    summing along rows."""
+    S = torch.tanh(z1) @ torch.tanh(z2).T
     B = S.shape[0]
     eye = torch.eye(B, dtype=torch.bool, device=S.device)
     same = positive_mask(y, multilabel) & ~eye
@@ -174,7 +174,7 @@ def inter_code(z1: torch.Tensor, z2: torch.Tensor, y: torch.Tensor, gamma: float
     out = S.new_zeros(())
     for thr in (d[:, None] - gamma, d[None, :] - gamma):
         C = torch.where(S >= thr, S, S - shift)
-        E = C.masked_fill(same, 0.0)
+        E = torch.where(eye, C.clamp_min(0.0), C.masked_fill(same, 0.0))
         out = out + (-d + torch.logsumexp(E, dim=1) + gamma).mean()
     return out
 
