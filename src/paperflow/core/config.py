@@ -31,7 +31,9 @@ def load_schema(schema_dir: Path = SCHEMA_DIR) -> dict[str, Any]:
     props = schema.setdefault("properties", {})
     for f in sorted((schema_dir / "studies").glob("*.schema.yaml")):
         study = f.name.removesuffix(".schema.yaml")
-        props[study] = yaml.safe_load(f.read_text())
+        sub = yaml.safe_load(f.read_text())
+        sub.pop("$schema", None)  # a nested $schema switches dialect and silently disables default-filling
+        props[study] = sub
     return schema
 
 
