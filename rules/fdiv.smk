@@ -15,13 +15,6 @@ if "fdiv" in ENABLED:
     STUDY_SUMMARIES["fdiv"] = f"{FDIV_OUT}/summary.md"
 
 
-def _fdiv_runs(wildcards=None):
-    files = [f"{FDIV_OUT}/unit/identity.json"]
-    files += [fdiv_plan.gmm_path(RESULTS, m, l, s) for m, l, s in fdiv_plan.gmm_runs(FDIV)]
-    files += [fdiv_plan.hypergrid_path(RESULTS, l, s) for l, s in fdiv_plan.hypergrid_runs(FDIV)]
-    return files
-
-
 rule fdiv_identity:
     output:
         f"{FDIV_OUT}/unit/identity.json",
@@ -79,12 +72,13 @@ rule fdiv_hypergrid:
 
 rule fdiv_aggregate:
     input:
-        _fdiv_runs,
+        lambda w: fdiv_plan.run_files(RESULTS, FDIV),
     output:
         metrics=f"{FDIV_OUT}/metrics.json",
         curves=f"{FDIV_OUT}/curves.csv",
     params:
         p=lambda w: as_json(fdiv_plan.report_params(FDIV)),
+        results=lambda w, output: str(Path(output.metrics).parents[1]),
     log:
         "logs/fdiv/aggregate.log",
     threads: 1
@@ -93,7 +87,7 @@ rule fdiv_aggregate:
     conda:
         "../envs/fdiv.yaml"
     shell:
-        "paperflow fdiv aggregate --params {params.p:q} --results {RESULTS} --out {output.metrics} "
+        "paperflow fdiv aggregate --params {params.p:q} --results {params.results} --out {output.metrics} "
         "--curves {output.curves} > {log} 2>&1"
 
 
@@ -105,6 +99,8 @@ rule fdiv_figures:
         [f"{FDIV_OUT}/figures/{n}" for n in fdiv_plan.figures(FDIV)],
     params:
         p=lambda w: as_json(fdiv_plan.report_params(FDIV)),
+        results=lambda w, output: str(Path(output[0]).parents[2]),
+        outdir=lambda w, output: os.path.dirname(output[0]),
     log:
         "logs/fdiv/figures.log",
     threads: 1
@@ -113,7 +109,7 @@ rule fdiv_figures:
     conda:
         "../envs/fdiv.yaml"
     shell:
-        "paperflow fdiv figures --params {params.p:q} --results {RESULTS} --outdir {FDIV_OUT}/figures > {log} 2>&1"
+        "paperflow fdiv figures --params {params.p:q} --results {params.results} --outdir {params.outdir} > {log} 2>&1"
 
 
 rule fdiv_summary:
@@ -123,6 +119,7 @@ rule fdiv_summary:
         f"{FDIV_OUT}/summary.md",
     params:
         p=lambda w: as_json(fdiv_plan.report_params(FDIV)),
+        results=lambda w, output: str(Path(output[0]).parents[1]),
     log:
         "logs/fdiv/summary.log",
     threads: 1
@@ -131,4 +128,4 @@ rule fdiv_summary:
     conda:
         "../envs/fdiv.yaml"
     shell:
-        "paperflow fdiv summary --params {params.p:q} --results {RESULTS} --out {output} > {log} 2>&1"
+        "paperflow fdiv summary --params {params.p:q} --results {params.results} --out {output} > {log} 2>&1"

@@ -10,23 +10,6 @@ if "quantization" in ENABLED:
     STUDY_TARGETS["quantization"] = [_QP["metrics"], _QP["figure"], _QP["summary"]]
     STUDY_SUMMARIES["quantization"] = _QP["summary"]
 
-    def _q_qdir(method, seed):
-        return [] if _Q["methods"][method]["quantizer"] == "fp" else [_QP["qdir"].format(seed=seed, method=method)]
-
-    def _q_eval_inputs(w):
-        ins = {"tokens": _QP["tokens"], "model": _QMODEL}
-        q = _q_qdir(w.method, w.seed)
-        if q:
-            ins["qdir"] = q[0]
-        if w.act in qplan.LAC_ACTS:
-            ins["lac"] = _QP["lac"].format(seed=w.seed, method=w.method)
-        if w.act in qplan.MP_ACTS:
-            ins["sens"] = _QP["sens"]
-        return ins
-
-    def _q_opt(flag, key):
-        return lambda w, input: f"--{flag} {input[key]}" if key in input.keys() else ""
-
     if _Q["model"]["source"] == "tiny":
 
         rule quantization_tiny_lm:
@@ -122,7 +105,7 @@ if "quantization" in ENABLED:
             directory(_QP["qdir"]),
         params:
             p=lambda w: as_json(qplan.weights_params(_Q, w.method, int(w.seed))),
-            kotms=_q_opt("kotms", "kotms"),
+            kotms=qplan.opt_flag("kotms", "kotms"),
         log:
             "logs/quantization/weights/s{seed}_{method}.log",
         benchmark:
@@ -140,12 +123,12 @@ if "quantization" in ENABLED:
     rule quantization_lac:
         input:
             unpack(lambda w: {"model": _QMODEL, "tokens": _QP["tokens"],
-                              **({"qdir": q[0]} if (q := _q_qdir(w.method, w.seed)) else {})}),
+                              **({"qdir": q[0]} if (q := qplan.qdir_inputs(config, w.method, w.seed)) else {})}),
         output:
             _QP["lac"],
         params:
             p=lambda w: as_json(qplan.lac_params(_Q, int(w.seed))),
-            qdir=_q_opt("qdir", "qdir"),
+            qdir=qplan.opt_flag("qdir", "qdir"),
         log:
             "logs/quantization/lac/s{seed}_{method}.log",
         threads: 1
@@ -160,14 +143,14 @@ if "quantization" in ENABLED:
 
     rule quantization_eval:
         input:
-            unpack(_q_eval_inputs),
+            unpack(lambda w: qplan.eval_inputs(config, w)),
         output:
             _QP["eval"],
         params:
             p=lambda w: as_json(qplan.eval_params(_Q, w.method, w.act)),
-            qdir=_q_opt("qdir", "qdir"),
-            lac=_q_opt("lac", "lac"),
-            sens=_q_opt("sens", "sens"),
+            qdir=qplan.opt_flag("qdir", "qdir"),
+            lac=qplan.opt_flag("lac", "lac"),
+            sens=qplan.opt_flag("sens", "sens"),
         log:
             "logs/quantization/eval/s{seed}_{method}_{act}.log",
         benchmark:
@@ -224,19 +207,16 @@ if "quantization" in ENABLED:
         _U_DATA = f"{config['data_dir']}/unlearning/{_URUN}/tofu"
         _U_MODELS = f"{config['models_dir']}/unlearning/{_URUN}"
         _U_METRICS = f"{RESULTS}/unlearning/{_URUN}/metrics"
-        _XQ = f"{config['models_dir']}/quantization/unlearning/{_URUN}" + "/seed{useed}/{umodel}__{scheme}"
-        _XE = f"{RESULTS}/quantization/unlearning/{_URUN}" + "/seed{useed}/{umodel}__{scheme}/metrics.json"
+        _XQ = f"{config['models_dir']}/quantization/unlearning/{_URUN}/seed{{useed}}/{{umodel}}__{{scheme}}"
+        _XE = f"{RESULTS}/quantization/unlearning/{_URUN}/seed{{useed}}/{{umodel}}__{{scheme}}/metrics.json"
         _XKEYS = [(s, m, sc) for s in _XU["seeds"] for m in _XU["models"] for sc in _XU["schemes"]]
         _XOUT = [f"{RESULTS}/quantization/unlearning_leak.json", f"{RESULTS}/quantization/unlearning_leak.png"]
         STUDY_TARGETS["quantization"] += _XOUT
 
-        def _x_udir(m, s):
-            return f"{_U_MODELS}/seed{_ulp.model_seed(_UCFG, m, int(s))}/{m}"
-
         rule quantization_ul_quantize:
             input:
-                model=lambda w: _x_udir(w.umodel, w.useed),
-                original=lambda w: _x_udir("full", w.useed),
+                model=lambda w: qplan.unlearning_model_dir(config, w.umodel, w.useed),
+                original=lambda w: qplan.unlearning_model_dir(config, "full", w.useed),
             output:
                 directory(_XQ),
             log:

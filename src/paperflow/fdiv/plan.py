@@ -75,3 +75,11 @@ def figures(params: Mapping[str, Any]) -> list[str]:
     if params["hypergrid"]["enabled"]:
         names.append("hypergrid_l1_vs_steps.png")
     return names
+
+
+def run_files(results: str, cfg: Mapping[str, Any]) -> list[str]:
+    """Every per-run output the aggregate stage reads (identity checks + GMM + hypergrid runs)."""
+    files = [f"{results}/fdiv/unit/identity.json"]
+    files += [gmm_path(results, m, l, s) for m, l, s in gmm_runs(cfg)]
+    files += [hypergrid_path(results, l, s) for l, s in hypergrid_runs(cfg)]
+    return files

@@ -120,3 +120,39 @@ def eval_params(q: Mapping[str, Any], method: str, act: str) -> dict:
 def report_params(q: Mapping[str, Any]) -> dict:
     return {"seeds": q["seeds"], "runs": q["runs"], "methods": q["methods"], "model": q["model"],
             "corpus": q["corpus"], "data": _windows(q), "kotms": q["kotms"], "e2m": q["e2m"]}
+
+
+# ------------------------------------------------------------------ rule input helpers
+# (kept here, not in rules/quantization.smk, so the Snakefile stays lint-clean: rules only)
+def qdir_inputs(config: Mapping[str, Any], method: str, seed: Any) -> list[str]:
+    """The packed-model directory a (method, seed) evaluation needs ([] for the FP model)."""
+    q = config["quantization"]
+    if q["methods"][method]["quantizer"] == "fp":
+        return []
+    return [paths(config)["qdir"].format(seed=seed, method=method)]
+
+
+def eval_inputs(config: Mapping[str, Any], w: Any) -> dict[str, str]:
+    p = paths(config)
+    ins = {"tokens": p["tokens"], "model": model_dir(config)}
+    q = qdir_inputs(config, w.method, w.seed)
+    if q:
+        ins["qdir"] = q[0]
+    if w.act in LAC_ACTS:
+        ins["lac"] = p["lac"].format(seed=w.seed, method=w.method)
+    if w.act in MP_ACTS:
+        ins["sens"] = p["sens"]
+    return ins
+
+
+def opt_flag(flag: str, key: str):
+    """A params function giving `--flag <input[key]>` when that input exists, else ''."""
+    return lambda w, input: f"--{flag} {input[key]}" if key in input.keys() else ""
+
+
+def unlearning_model_dir(config: Mapping[str, Any], model: str, seed: Any) -> str:
+    """An unlearning checkpoint dir, as documented in src/paperflow/unlearning/README.md."""
+    from paperflow.unlearning import plan as ulp
+
+    u = config["unlearning"]
+    return f"{config['models_dir']}/unlearning/{u['run_name']}/seed{ulp.model_seed(u, model, int(seed))}/{model}"
