@@ -13,9 +13,6 @@ if "fmri" in ENABLED:
     )
     STUDY_SUMMARIES["fmri"] = f"{RESULTS}/fmri/summary.md"
 
-    def _fmri_nifti(path):
-        return path if _FC["synth"]["keep_nifti"] else temp(path)
-
     wildcard_constraints:
         fmri_cohort="pretrain|state|trait",
         fmri_tag=r"[a-z]+-[a-z0-9-]+",
@@ -42,7 +39,11 @@ if "fmri" in ENABLED:
         input:
             geometry=f"{FMRI_RES}/geometry",
         output:
-            _fmri_nifti(directory(f"{FMRI_DATA}/synth/{{fmri_cohort}}")),
+            (
+                directory(f"{FMRI_DATA}/synth/{{fmri_cohort}}")
+                if _FC["synth"]["keep_nifti"]
+                else temp(directory(f"{FMRI_DATA}/synth/{{fmri_cohort}}"))
+            ),
         params:
             p=lambda w: as_json(fmri_plan.synth_params(config["fmri"], w.fmri_cohort)),
         log:
@@ -105,15 +106,12 @@ if "fmri" in ENABLED:
             "paperflow fmri pretrain --params {params.p:q} --tag {wildcards.fmri_tag} --geometry {input.geometry} "
             "--data {input.data} --out {params.run_dir} > {log} 2>&1"
 
-    def _fmri_ckpt(w):
-        return [] if w.fmri_tag.endswith("-rand") else [f"{FMRI_MODELS}/train/{w.fmri_tag}/best.pt"]
-
     rule fmri_embed:
         input:
             geometry=f"{FMRI_RES}/geometry",
             state=f"{FMRI_DATA}/prep/state",
             trait=f"{FMRI_DATA}/prep/trait",
-            ckpt=_fmri_ckpt,
+            ckpt=lambda w: [] if w.fmri_tag.endswith("-rand") else [f"{FMRI_MODELS}/train/{w.fmri_tag}/best.pt"],
         output:
             f"{FMRI_RES}/embed/{{fmri_tag}}.npz",
         params:
@@ -183,6 +181,7 @@ if "fmri" in ENABLED:
             p=lambda w: as_json(fmri_plan.report_params(config["fmri"])),
             scaling=lambda w, input: f"--scaling {input.scaling}" if input.scaling else "",
             figdir=f"{FMRI_RES}/figures",
+            state=lambda w, input: next(p for p in input.prep if Path(p).name == "state"),
         log:
             "logs/fmri/report.log",
         threads: 1
@@ -193,5 +192,5 @@ if "fmri" in ENABLED:
             "../envs/fmri.yaml"
         shell:
             "paperflow fmri report --params {params.p:q} --geometry {input.geometry} --metrics {input.metrics} "
-            "{params.scaling} --pretrain {input.pretrain} --prep {input.prep} --state {FMRI_DATA}/prep/state "
+            "{params.scaling} --pretrain {input.pretrain} --prep {input.prep} --state {params.state} "
             "--summary {output.summary} --figdir {params.figdir} > {log} 2>&1"
