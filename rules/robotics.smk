@@ -18,17 +18,6 @@ wildcard_constraints:
     rseed=r"\d+",
 
 
-def _rob_raw(w=None):
-    """The raw tree the extractor reads: a staged Bridge V2 tree, or the simulator's."""
-    root = config["robotics"]["extract"]["raw_root"]
-    return root if root else f"{ROB_DATA}/sim/raw"
-
-
-def _rob_metrics():
-    c = config["robotics"]
-    return [f"{ROB_RES}/{m}/seed{s}/metrics.json" for m in robotics_plan.models(c) for s in robotics_plan.seeds(c)]
-
-
 rule robotics_sim:
     output:
         raw=directory(f"{ROB_DATA}/sim/raw"),
@@ -50,7 +39,7 @@ rule robotics_sim:
 
 rule robotics_extract:
     input:
-        _rob_raw,
+        lambda w: config["robotics"]["extract"]["raw_root"] or f"{ROB_DATA}/sim/raw",
     output:
         directory(f"{ROB_DATA}/mv"),
     params:
@@ -115,7 +104,11 @@ rule robotics_lam_eval:
 rule robotics_mvplam_report:
     input:
         data=f"{ROB_DATA}/mv",
-        metrics=_rob_metrics(),
+        metrics=[
+            f"{ROB_RES}/{m}/seed{s}/metrics.json"
+            for m in robotics_plan.models(config["robotics"])
+            for s in robotics_plan.seeds(config["robotics"])
+        ],
     output:
         metrics=f"{ROB_RES}/metrics.json",
         summary=f"{ROB_RES}/summary.md",
@@ -123,7 +116,7 @@ rule robotics_mvplam_report:
         bars=f"{ROB_RES}/action_info.png",
     params:
         p=lambda w: as_json(robotics_plan.report_params(config["robotics"])),
-        outdir=ROB_RES,
+        outdir=lambda w, output: os.path.dirname(output.summary),
     log:
         "logs/robotics/mvplam_report.log",
     threads: 1

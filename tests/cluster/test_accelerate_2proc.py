@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import env
+from tests.cluster.conftest import env
 
 
 def _probe(tmp_path: Path, procs: int) -> tuple[dict, dict]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from conftest import env
+from tests.cluster.conftest import env
 
 STAGE = "bandits"
 OUTS = ["results/bandits"]

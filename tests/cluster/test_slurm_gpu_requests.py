@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from conftest import env
+from tests.cluster.conftest import env
 
 FAKE_SBATCH = """#!{python}
 import json, os, sys

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import make_tree
+from tests.robotics.conftest import make_tree
 
 from paperflow.robotics import bridge
 from paperflow.robotics.bridge import (DropTrajectory, ExtractParams, binarize_gripper, extract, extract_trajectory,

@@ -81,7 +81,7 @@ def test_shapes_checked(tmp_path):
 
 
 def test_simulator_pickles_both_policy_forms(tree):
-    from conftest import make_tree
+    from tests.robotics.conftest import make_tree
 
     trajs = sorted(tree.rglob("traj0"))
     obs = load_obs_dict(trajs[0] / "obs_dict.pkl")

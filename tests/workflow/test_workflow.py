@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from conftest import REPO, SNAKEMAKE, only_studies, snakemake
+from tests.conftest import REPO, SNAKEMAKE, only_studies, snakemake
 from paperflow.core.io import read_json, read_manifest
 
 VOLATILE = {"runtime_per_round_s_mean", "runtime_per_round_s_se", "ctx_time_s_mean"}
