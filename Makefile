@@ -7,6 +7,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 CORES ?= all
+# rules call the `paperflow` entry point of this venv
+export PATH := $(abspath $(BIN)):$(PATH)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 # jobs run side by side: one BLAS/OpenMP thread each, or they slow each other 4-6x

@@ -14,6 +14,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("PAPERFLOW_PROGRESS", "0")
+# rules call the `paperflow` entry point: the venv running the tests must be on PATH for its jobs
+_VENV_BIN = str(Path(sys.executable).parent)
+if _VENV_BIN not in os.environ.get("PATH", "").split(os.pathsep):
+    os.environ["PATH"] = _VENV_BIN + os.pathsep + os.environ.get("PATH", "")
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
