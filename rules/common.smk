@@ -5,9 +5,6 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
-# rules call the `paperflow` entry point that sits beside the Python running Snakemake (the venv),
-# so `.venv/bin/snakemake ...` works without activating the venv
-os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
 
 from paperflow.core.config import ConfigError, enabled_studies, validate_config
 
