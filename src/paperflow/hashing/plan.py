@@ -26,8 +26,19 @@ def settings(cfg: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def run_name(method: str, bits: int | str, mode: str, rate: str, seed: int | str) -> str:
-    """Run id; the training seed is a job parameter (config `grid.train_seed`), not part of the name."""
+    """Run id; the training seed is derived from the noise seed (see `train_seed_for`), not part of the name."""
     return f"{method}-L{bits}-{mode}{rate}-s{seed}"
+
+
+def train_seed_for(cfg: Mapping[str, Any], seed: int | str) -> int:
+    """Training seed paired with a noise seed: `grid.train_seed` + the noise seed's position in `noise.seeds`.
+
+    Pairing (spec: noise seeds with training seeds 0, 1, 2) gives the r = 0 runs a real spread over seeds;
+    a noise seed that is not in the list (a hand-run job) trains with `grid.train_seed`.
+    """
+    seeds = [int(s) for s in cfg["noise"]["seeds"]]
+    base = int(cfg["grid"]["train_seed"])
+    return base + seeds.index(int(seed)) if int(seed) in seeds else base
 
 
 def runs(cfg: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -43,7 +54,7 @@ def runs(cfg: Mapping[str, Any]) -> list[dict[str, Any]]:
                         continue
                     for seed in cfg["noise"]["seeds"]:
                         out.append({"dataset": dataset, "method": method, "bits": bits, "mode": mode, "rate": rate,
-                                    "seed": seed, "train_seed": g["train_seed"],
+                                    "seed": seed, "train_seed": train_seed_for(cfg, seed),
                                     "run": run_name(method, bits, mode, rate, seed)})
     return out
 
@@ -78,7 +89,7 @@ def train_params(cfg: Mapping[str, Any], dataset: str, method: str, bits: int | 
                  seed: int | str) -> dict[str, Any]:
     p: dict[str, Any] = {"method": method, "bits": int(bits), "mode": mode, "rate": float(rate), "seed": int(seed),
                          "val_seed": int(seed) + cfg["noise"]["val_seed_offset"],
-                         "train_seed": cfg["grid"]["train_seed"], "multilabel": is_multilabel(cfg, dataset),
+                         "train_seed": train_seed_for(cfg, seed), "multilabel": is_multilabel(cfg, dataset),
                          "train": dict(cfg["train"])}
     if method.startswith("rfcmh"):
         p["rfcmh"] = dict(cfg["rfcmh"])
