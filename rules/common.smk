@@ -1,6 +1,8 @@
 # Helpers shared by every study: config validation, enabled studies, targets, resources.
 import json
 import os
+import shlex
+import shutil
 import sys
 from pathlib import Path
 
@@ -13,6 +15,12 @@ try:
     validate_config(config, _CONFIG_SOURCE)
 except ConfigError as _e:
     raise WorkflowError(str(_e)) from None
+
+# Rules call the project's CLI (`paperflow ...`, `python -m paperflow...`). With the venv (or a cluster env)
+# activated they are on PATH. When Snakemake is started as `.venv/bin/snakemake` without activating, the
+# interpreter running Snakemake has them in its own bin dir: put that dir first on the jobs' PATH.
+if not shutil.which("paperflow"):
+    shell.prefix(f"set -euo pipefail; export PATH={shlex.quote(str(Path(sys.executable).parent))}:\"$PATH\"; ")
 
 RESULTS = config["results_dir"]
 ENABLED = enabled_studies(config)

@@ -108,3 +108,18 @@ def test_html_report_has_every_study_figure(smk_run):
     assert len(html) > 10_000
     for png in (smk_run / "results" / "bandits" / "figures").glob("*.png"):
         assert png.name in html
+
+
+def test_jobs_run_without_activated_venv(tmp_path):
+    """`.venv/bin/snakemake` with the venv's bin dir *not* on PATH still finds the project's CLI for its jobs."""
+    cfg = only_studies(tmp_path, {"hashing"})
+    venv_bin = str(Path(SNAKEMAKE).parent)
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != venv_bin)
+    env = {**os.environ, "PATH": path or "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
+    wd = tmp_path / "wd"
+    p = subprocess.run([SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(wd), "--configfile", str(cfg),
+                        "--cores", "1", "data/hashing/raw/synth.mat"],
+                       capture_output=True, text=True, timeout=600, env=env, cwd=REPO)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert (wd / "data/hashing/raw/synth.mat").stat().st_size > 0
+    assert (wd / "data/hashing/raw/synth.mat.manifest.json").exists()
