@@ -38,5 +38,5 @@ def band(ax: Any, x: np.ndarray, curves: np.ndarray, label: str, **kw: Any) -> N
 
 
 def subplots(nrows: int = 1, ncols: int = 1, w: float = 4.5, h: float = 3.4) -> tuple[Any, Any]:
-    fig, axes = plt.subplots(nrows, ncols, figsize=(w * ncols, h * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(w * ncols, h * nrows), squeeze=False, layout="constrained")
     return fig, axes

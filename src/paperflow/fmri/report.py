@@ -71,7 +71,6 @@ def make_report(prm: dict[str, Any], a) -> None:
         ax.set_yticklabels(names, fontsize=7)
         ax.set_title(f"{t} ({'acc' if t == 'state6' else 'bal. acc'}), mean ± sd over splits", fontsize=8)
         ax.set_xlim(0, 1)
-    fig.tight_layout()
     save_figure(fig, figdir / "probes.png")
     # ---- figure 3: a reconstruction by the flat MAE
     recon = None

@@ -120,7 +120,8 @@ def build_report(prm: Mapping[str, Any], evals: Sequence[str | Path], sidecars: 
                     ax.set_xlabel("symmetric noise rate")
                     ax.set_ylabel("mAP@all")
                     ax.grid(alpha=0.3)
-            axes[0][0].legend(fontsize=7)
+            by_label = {lab: h for ax in axes.flat for h, lab in zip(*ax.get_legend_handles_labels())}
+            axes[0][0].legend(by_label.values(), by_label.keys(), fontsize=7)  # every method, from any panel
             p = outdir / f"map_vs_noise_{ds}_{s}.png"
             save_figure(fig, p)
             figs.append(p)
