@@ -11,6 +11,12 @@ import numpy as np
 from paperflow.core.io import Stage, read_json, read_manifest, write_json
 from paperflow.core.report import Claim, write_summary
 
+# Success comparisons between policies that (almost) never succeed say nothing: both below FLOOR
+# (10%: a few lucky episodes out of 45) -> "not testable at this scale". A LAM probe NMSE above
+# CHANCE_NMSE before and after joint training is chance level (as in the MVP-LAM report).
+FLOOR = 0.10
+CHANCE_NMSE = 0.95
+
 
 def _fmt(x: float) -> str:
     return "nan" if x is None or not np.isfinite(x) else f"{x:.3f}"
@@ -104,7 +110,7 @@ def _lara_summary(prm: dict[str, Any], agg: dict[str, Any], outdir: Path, inputs
 
     if "lara" in V and "dit_only" in V:
         a, b = V["lara"][c0]["success"], V["dit_only"][c0]["success"]
-        if max(a, b) < 0.05:
+        if max(a, b) < FLOOR:
             verdict = "not testable at this scale"
         else:
             verdict = "held" if a >= b else "did not hold"
@@ -115,7 +121,7 @@ def _lara_summary(prm: dict[str, Any], agg: dict[str, Any], outdir: Path, inputs
         for c in shifted:
             claims.append(Claim(f"LARA >= DiT-only under the shifted condition `{c.split('/')[0]}` [our test]",
                                 f"lara {s('lara', c)}, dit_only {s('dit_only', c)}",
-                                "not testable at this scale" if max(V["lara"][c]["success"], V["dit_only"][c]["success"]) < 0.05
+                                "not testable at this scale" if max(V["lara"][c]["success"], V["dit_only"][c]["success"]) < FLOOR
                                 else ("held" if V["lara"][c]["success"] >= V["dit_only"][c]["success"] else "did not hold"),
                                 "spec"))
         claims.append(Claim("Offline action MSE (normalised, held-out demos, mean of 8 flow samples): LARA <= DiT-only [secondary]",
@@ -128,8 +134,8 @@ def _lara_summary(prm: dict[str, Any], agg: dict[str, Any], outdir: Path, inputs
         claims.append(Claim("Joint training refines the LAM towards actions (paper: LAM vs LARA-LAM +15%); here: probe "
                             "NMSE of the LAM embed after S1 vs after S2/S3 (lower = more action information)",
                             f"NMSE after S1 {_fmt(a1)} -> after joint {_fmt(a2)} (mean over seeds)",
-                            "held" if np.isfinite(a1) and np.isfinite(a2) and a2 < a1 else
-                            ("not testable at this scale" if not (np.isfinite(a1) and np.isfinite(a2)) else "did not hold")))
+                            "not testable at this scale" if not (np.isfinite(a1) and np.isfinite(a2)) or min(a1, a2) > CHANCE_NMSE
+                            else ("held" if a2 < a1 else "did not hold")))
     if "frozen_align" in V:
         ch = V["frozen_align"]["lam_param_change"]
         claims.append(Claim("frozen_align leaves the LAM unchanged (spec d.3)", f"sum |dtheta| per seed: {ch}",
@@ -137,7 +143,7 @@ def _lara_summary(prm: dict[str, Any], agg: dict[str, Any], outdir: Path, inputs
     if "lara_mse" in V and "lara" in V:
         claims.append(Claim("Flow-matching head vs MSE head under LARA [variant comparison, no paper number]",
                             f"lara (flow) {s('lara')}, lara_mse {s('lara_mse')}", "not testable at this scale"
-                            if max(V["lara"][c0]["success"], V["lara_mse"][c0]["success"]) < 0.05 else "partly", "spec"))
+                            if max(V["lara"][c0]["success"], V["lara_mse"][c0]["success"]) < FLOOR else "partly", "spec"))
     rows = ["| variant | " + " | ".join(agg["conditions"]) + " | offline MSE | LAM probe NMSE S1 -> final |",
             "|---" * (len(agg["conditions"]) + 3) + "|"]
     for v, r in V.items():
@@ -161,6 +167,8 @@ queried every step, chunk index 0 (and the indices in `exec_indices`); 95% Wilso
 Reference policies under the same protocol: oracle {ref['oracle']['success']:.2f}, random {ref['random']['success']:.2f}.
 Figures: `success.png` (success vs condition per variant), `rollouts.png` (one closed-loop episode per variant).
 Nulls are nulls: a tiny VLA trained for a few hundred CPU steps may not solve any task; that is reported as measured.
+A success comparison where both policies stay below {FLOOR:.0%} is "not testable at this scale", and so is a LAM probe whose
+NMSE stays above {CHANCE_NMSE} (chance level) before and after joint training.
 """
     write_summary(outdir / "summary.md", "robopolicy.lara", "LARA (LAM <-> VLA alignment), tiny closed-loop reproduction",
                   claims, body, config=prm, inputs=inputs)
