@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from paperflow.core.config import ConfigError, load_config, validate_config
+from paperflow.core.config import ConfigError, enabled_studies, load_config, validate_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -17,10 +17,18 @@ def _cfg(name: str = "test") -> dict:
     return yaml.safe_load((REPO / "config" / f"{name}.yaml").read_text())
 
 
-@pytest.mark.parametrize("name", ["config", "test", "paper"])
+@pytest.mark.parametrize("name", ["config", "test", "paper", "unlearning_real"])
 def test_shipped_configs_validate(name):
     cfg = load_config(REPO / "config" / f"{name}.yaml")
     assert cfg["results_dir"]
+
+
+def test_omitted_studies_are_filled_and_disabled():
+    """A config that names one study (config/unlearning_real.yaml) still gives every rule file its section."""
+    cfg = validate_config({"unlearning": {"enabled": True}})
+    assert {"bandits", "robotics", "fmri", "hashing", "quantization"} <= set(cfg)
+    assert enabled_studies(cfg) == ["unlearning"]
+    assert cfg["robotics"]["enabled"] is False
 
 
 def test_defaults_filled_from_schema():

@@ -33,6 +33,13 @@ def test_dry_run_default_config(tmp_path):
     assert "bandits_simulate" in p.stdout and "summary_all" in p.stdout
 
 
+def test_dry_run_real_unlearning_config(tmp_path):
+    """config/unlearning_real.yaml names one study only; the README's command for it must plan."""
+    p = snakemake(tmp_path, "-n", "results/unlearning/smollm2/summary.md",
+                  configfile=REPO / "config" / "unlearning_real.yaml")
+    assert "lm_convert_smollm2" in p.stdout and "unlearning_finetune" in p.stdout
+
+
 def test_bad_config_stops_before_any_job(tmp_path):
     cfg = yaml.safe_load((REPO / "config" / "test.yaml").read_text())
     cfg["bandits"]["regimes"]["small_k"]["Kay"] = 3

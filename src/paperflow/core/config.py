@@ -33,6 +33,7 @@ def load_schema(schema_dir: Path = SCHEMA_DIR) -> dict[str, Any]:
         study = f.name.removesuffix(".schema.yaml")
         sub = yaml.safe_load(f.read_text())
         sub.pop("$schema", None)  # a nested $schema switches dialect and silently disables default-filling
+        sub.setdefault("default", {})  # a config that omits a study gets it with its defaults (disabled)
         props[study] = sub
     return schema
 
