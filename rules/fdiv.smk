@@ -96,11 +96,15 @@ rule fdiv_figures:
         f"{FDIV_OUT}/metrics.json",
         f"{FDIV_OUT}/curves.csv",
     output:
-        [f"{FDIV_OUT}/figures/{n}" for n in fdiv_plan.figures(FDIV)],
+        figs=report(
+            [f"{FDIV_OUT}/figures/{n}" for n in fdiv_plan.figures(FDIV)],
+            category="fdiv",
+            caption="../workflow/report/fdiv.rst",
+        ),
     params:
         p=lambda w: as_json(fdiv_plan.report_params(FDIV)),
-        results=lambda w, output: str(Path(output[0]).parents[2]),
-        outdir=lambda w, output: os.path.dirname(output[0]),
+        results=lambda w, output: str(Path(output.figs[0]).parents[2]),
+        outdir=lambda w, output: os.path.dirname(output.figs[0]),
     log:
         "logs/fdiv/figures.log",
     threads: 1

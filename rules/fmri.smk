@@ -12,6 +12,11 @@ if "fmri" in ENABLED:
         [f"{FMRI_RES}/scaling"] if len(FMRI_SCALING) >= 3 else []
     )
     STUDY_SUMMARIES["fmri"] = f"{RESULTS}/fmri/summary.md"
+    # The report stage's figures (src/paperflow/fmri/report.py): reconstruction.png only when a flat-space MAE
+    # is pretrained (a "flat" entry in FMRI_MAIN).
+    FMRI_FIGURES = [f"{FMRI_RES}/figures/{f}" for f in ("flatmap_patterns.png", "probes.png")] + (
+        [f"{FMRI_RES}/figures/reconstruction.png"] if any(t.startswith("flat-") for t in FMRI_MAIN) else []
+    )
 
     wildcard_constraints:
         fmri_cohort="pretrain|state|trait",
@@ -156,7 +161,8 @@ if "fmri" in ENABLED:
         input:
             [f"{FMRI_MODELS}/train/{t}/result.json" for t in FMRI_SCALING],
         output:
-            directory(f"{FMRI_RES}/scaling"),
+            report(directory(f"{FMRI_RES}/scaling"), patterns=["{name}.png"], category="fmri",
+                   subcategory="pretraining scaling", caption="../workflow/report/fmri.rst"),
         log:
             "logs/fmri/scaling.log",
         threads: 1
@@ -177,10 +183,12 @@ if "fmri" in ENABLED:
             prep=[f"{FMRI_DATA}/prep/{c}" for c in fmri_plan.COHORTS],
         output:
             summary=f"{RESULTS}/fmri/summary.md",
+            figs=report(FMRI_FIGURES, category="fmri", subcategory="flat maps, probes, reconstruction",
+                        caption="../workflow/report/fmri.rst"),
         params:
             p=lambda w: as_json(fmri_plan.report_params(config["fmri"])),
             scaling=lambda w, input: f"--scaling {input.scaling}" if input.scaling else "",
-            figdir=f"{FMRI_RES}/figures",
+            figdir=lambda w, output: os.path.dirname(output.figs[0]),
             state=lambda w, input: next(p for p in input.prep if Path(p).name == "state"),
         log:
             "logs/fmri/report.log",

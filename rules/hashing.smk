@@ -8,6 +8,14 @@ HASH_DATA = f"{config['data_dir']}/hashing"
 HASH_RES = f"{RESULTS}/hashing"
 HASH_MODELS = f"{config['models_dir']}/hashing"
 
+# The report stage's figures (src/paperflow/hashing/report.py): one mAP-vs-noise figure per dataset that has runs
+# and per configured checkpoint-selection rule.
+HASH_FIGURES = {
+    (ds, sel): f"{HASH_RES}/map_vs_noise_{ds}_{sel}.png"
+    for ds in sorted({r["dataset"] for r in hashing_plan.runs(config["hashing"])})
+    for sel in config["hashing"]["train"]["selections"]
+}
+
 if "hashing" in ENABLED:
     STUDY_TARGETS["hashing"] = [f"{HASH_RES}/metrics.json", f"{HASH_RES}/summary.md"]
     STUDY_SUMMARIES["hashing"] = f"{HASH_RES}/summary.md"
@@ -161,6 +169,10 @@ rule hashing_report:
     output:
         metrics=f"{HASH_RES}/metrics.json",
         summary=f"{HASH_RES}/summary.md",
+        figs=[
+            report(f, category="hashing", subcategory=f"selection: {sel}", caption="../workflow/report/hashing.rst")
+            for (ds, sel), f in HASH_FIGURES.items()
+        ],
     params:
         p=lambda w: as_json(hashing_plan.report_params(config["hashing"])),
         outdir=lambda w, output: os.path.dirname(output.metrics),

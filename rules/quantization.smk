@@ -176,7 +176,8 @@ if "quantization" in ENABLED:
             if _Q["cross_unlearning"]["enabled"] and "unlearning" in ENABLED else [],
         output:
             metrics=_QP["metrics"],
-            figure=_QP["figure"],
+            figure=report(_QP["figure"], category="quantization", subcategory="perplexity",
+                          caption="../workflow/report/quantization.rst"),
             summary=_QP["summary"],
         params:
             p=as_json(qplan.report_params(_Q)),
@@ -262,7 +263,8 @@ if "quantization" in ENABLED:
                 qdirs=[_XQ.format(useed=s, umodel=m, scheme=sc) for s, m, sc in _XKEYS],
             output:
                 json=_XOUT[0],
-                png=_XOUT[1],
+                png=report(_XOUT[1], category="quantization", subcategory="unlearning checkpoints: leak@k",
+                           caption="../workflow/report/quantization.rst"),
             params:
                 p=as_json({"decoder": _UCFG["eval"]["headline_decoder"], "judge": _UCFG["eval"]["headline_judge"]}),
                 before=" ".join(f"{m}={_U_METRICS}/seed{s}/{m}.json" for s in _XU["seeds"][:1] for m in _XU["models"]),

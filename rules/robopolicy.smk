@@ -114,8 +114,10 @@ rule robopolicy_lara_report:
     output:
         metrics=f"{RP_RES}/lara/metrics.json",
         summary=f"{RP_RES}/lara/summary.md",
-        success=f"{RP_RES}/lara/success.png",
-        rollouts=f"{RP_RES}/lara/rollouts.png",
+        success=report(f"{RP_RES}/lara/success.png", category="robopolicy", subcategory="LARA",
+                       caption="../workflow/report/robopolicy.rst"),
+        rollouts=report(f"{RP_RES}/lara/rollouts.png", category="robopolicy", subcategory="LARA",
+                        caption="../workflow/report/robopolicy.rst"),
     params:
         p=lambda w: as_json(robopolicy_plan.lara_report_params(config["robopolicy"])),
         outdir=lambda w, output: os.path.dirname(output.metrics),
@@ -157,8 +159,10 @@ rule robopolicy_gam_report:
     output:
         metrics=f"{RP_RES}/gam/metrics.json",
         summary=f"{RP_RES}/gam/summary.md",
-        success=f"{RP_RES}/gam/success.png",
-        rollouts=f"{RP_RES}/gam/rollouts.png",
+        success=report(f"{RP_RES}/gam/success.png", category="robopolicy", subcategory="GAM",
+                       caption="../workflow/report/robopolicy.rst"),
+        rollouts=report(f"{RP_RES}/gam/rollouts.png", category="robopolicy", subcategory="GAM",
+                        caption="../workflow/report/robopolicy.rst"),
     params:
         p=lambda w: as_json(robopolicy_plan.gam_params(config["robopolicy"])),
         outdir=lambda w, output: os.path.dirname(output.metrics),

@@ -112,8 +112,10 @@ rule robotics_mvplam_report:
     output:
         metrics=f"{ROB_RES}/metrics.json",
         summary=f"{ROB_RES}/summary.md",
-        frames=f"{ROB_RES}/frames.png",
-        bars=f"{ROB_RES}/action_info.png",
+        frames=report(f"{ROB_RES}/frames.png", category="robotics", subcategory="MVP-LAM",
+                      caption="../workflow/report/robotics.rst"),
+        bars=report(f"{ROB_RES}/action_info.png", category="robotics", subcategory="MVP-LAM",
+                    caption="../workflow/report/robotics.rst"),
     params:
         p=lambda w: as_json(robotics_plan.report_params(config["robotics"])),
         outdir=lambda w, output: os.path.dirname(output.summary),

@@ -9,8 +9,9 @@ if "unlearning" in ENABLED:
     UL_RES = f"{RESULTS}/unlearning/{_UL_RUN}"
     _UL_METHODS = "|".join(_UL["methods"])
     _UL_BASES = "|".join(_UL["rule"]["bases"])
-    _UL_TARGETS = [f"{UL_RES}/{f}" for f in ("summary.md", "metrics.json", "leak_curves.png", "table.md")]
-    STUDY_TARGETS["unlearning"] = _UL_TARGETS
+    _UL_OUT = {k: f"{UL_RES}/{f}" for k, f in (("summary", "summary.md"), ("metrics", "metrics.json"),
+                                               ("leak_curves", "leak_curves.png"), ("table", "table.md"))}
+    STUDY_TARGETS["unlearning"] = list(_UL_OUT.values())
     STUDY_SUMMARIES["unlearning"] = f"{UL_RES}/summary.md"
 
     rule unlearning_data:
@@ -171,12 +172,16 @@ if "unlearning" in ENABLED:
             models=sorted({f"{UL_MODELS}/seed{ul_plan.model_seed(_UL, m, s)}/{m}" for s in _UL["seeds"]
                            for m in ul_plan.model_names(_UL)}),
         output:
-            _UL_TARGETS,
+            summary=_UL_OUT["summary"],
+            metrics=_UL_OUT["metrics"],
+            leak_curves=report(_UL_OUT["leak_curves"], category="unlearning", subcategory=f"run: {_UL_RUN}",
+                               caption="../workflow/report/unlearning.rst"),
+            table=_UL_OUT["table"],
         params:
             p=lambda w: as_json(ul_plan.report_params(_UL)),
             metrics_root=lambda w, input: str(Path(input.metrics[0]).parents[1]),
             models_root=lambda w, input: str(Path(input.models[0]).parents[1]),
-            out_dir=lambda w, output: str(Path(output[0]).parent),
+            out_dir=lambda w, output: str(Path(output.summary).parent),
         log:
             f"logs/unlearning/{_UL_RUN}/report.log",
         threads: 1
