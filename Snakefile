@@ -4,7 +4,12 @@ from snakemake.utils import min_version
 min_version("9.19")
 
 
-configfile: "config/config.yaml"
+# The tiny default, unless the command line names its own config file(s): `--configfile config/test.yaml`
+# then means exactly test.yaml (+ schema defaults), not test.yaml laid over config.yaml. To overlay,
+# name both: `--configfile config/config.yaml my_changes.yaml`.
+if not workflow.config_settings.configfiles:
+
+    configfile: "config/config.yaml"
 
 
 include: "rules/common.smk"  # validates the config before any job runs

@@ -40,6 +40,17 @@ def test_dry_run_real_unlearning_config(tmp_path):
     assert "lm_convert_smollm2" in p.stdout and "unlearning_finetune" in p.stdout
 
 
+def test_configfile_replaces_the_default_from_the_repo_root():
+    """From the repo root (where config/config.yaml exists) `--configfile X` means X alone: the studies
+    config.yaml enables do not leak into a config that leaves them out."""
+    p = subprocess.run([SNAKEMAKE, "-n", "all", "--configfile", "config/unlearning_real.yaml"], cwd=REPO,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "unlearning_finetune" in p.stdout
+    for other in ("hashing_train", "bandits_simulate", "fmri_", "robotics_sim", "quantization_"):
+        assert other not in p.stdout
+
+
 def test_bad_config_stops_before_any_job(tmp_path):
     cfg = yaml.safe_load((REPO / "config" / "test.yaml").read_text())
     cfg["bandits"]["regimes"]["small_k"]["Kay"] = 3
