@@ -175,7 +175,7 @@ def cross_claims(cross: dict | None) -> list[Claim]:
     for r in cross["rows"]:
         if r["model"] in refs or r["leak_fp"] is None:
             continue
-        d = r["leak_q"] - r["leak_fp"]
+        d = round(r["leak_q"] - r["leak_fp"], 9)  # leak@k moves in steps of 1/#prompts: no float-noise verdicts
         meas = (f"{r['model']}: leak@{r['k']} {r['leak_fp']:.3f} → {r['leak_q']:.3f} (Δ {d:+.3f}); "
                 f"bin agreement with Q(original) {r['bin_agreement']:.3f}; rel. update {r['rel_update']:.3f}")
         if r.get("recovery") is not None:
