@@ -33,8 +33,7 @@ if "fmri" in ENABLED:
             "benchmarks/fmri/geometry.tsv"
         threads: 1
         resources:
-            mem_mb=mem_mb(3000),
-            runtime=15,
+            **stage_resources("fmri", "geometry", mem_mb=3000, runtime=15),
         conda:
             "../envs/fmri.yaml"
         shell:
@@ -57,8 +56,7 @@ if "fmri" in ENABLED:
             "benchmarks/fmri/synth/{fmri_cohort}.tsv"
         threads: 1
         resources:
-            mem_mb=mem_mb(3000),
-            runtime=60,
+            **stage_resources("fmri", "synth", mem_mb=3000, runtime=60),
         conda:
             "../envs/fmri.yaml"
         shell:
@@ -79,8 +77,7 @@ if "fmri" in ENABLED:
             "benchmarks/fmri/prep/{fmri_cohort}.tsv"
         threads: 1
         resources:
-            mem_mb=mem_mb(4000),
-            runtime=60,
+            **stage_resources("fmri", "prep", mem_mb=4000, runtime=60),
         conda:
             "../envs/fmri.yaml"
         shell:
@@ -103,8 +100,7 @@ if "fmri" in ENABLED:
             "benchmarks/fmri/pretrain/{fmri_tag}.tsv"
         threads: 1
         resources:
-            mem_mb=mem_mb(3000),
-            runtime=120,
+            **stage_resources("fmri", "pretrain", mem_mb=3000, runtime=120),
         conda:
             "../envs/fmri.yaml"
         shell:
@@ -126,8 +122,7 @@ if "fmri" in ENABLED:
             "logs/fmri/embed/{fmri_tag}.log",
         threads: 1
         resources:
-            mem_mb=mem_mb(3000),
-            runtime=30,
+            **stage_resources("fmri", "embed", mem_mb=3000, runtime=30),
         conda:
             "../envs/fmri.yaml"
         shell:
@@ -149,8 +144,7 @@ if "fmri" in ENABLED:
             "benchmarks/fmri/evaluate.tsv"
         threads: 1
         resources:
-            mem_mb=mem_mb(3000),
-            runtime=60,
+            **stage_resources("fmri", "evaluate", mem_mb=3000, runtime=60),
         conda:
             "../envs/fmri.yaml"
         shell:
@@ -167,8 +161,7 @@ if "fmri" in ENABLED:
             "logs/fmri/scaling.log",
         threads: 1
         resources:
-            mem_mb=mem_mb(1000),
-            runtime=10,
+            **stage_resources("fmri", "scaling", mem_mb=1000, runtime=10),
         conda:
             "../envs/fmri.yaml"
         shell:
@@ -194,8 +187,7 @@ if "fmri" in ENABLED:
             "logs/fmri/report.log",
         threads: 1
         resources:
-            mem_mb=mem_mb(3000),
-            runtime=15,
+            **stage_resources("fmri", "report", mem_mb=3000, runtime=15),
         conda:
             "../envs/fmri.yaml"
         shell:

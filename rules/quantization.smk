@@ -25,8 +25,7 @@ if "quantization" in ENABLED:
                 "benchmarks/quantization/tiny_lm.tsv"
             threads: 1
             resources:
-                mem_mb=mem_mb(2000),
-                runtime=60,
+                **stage_resources("quantization", "tiny_lm", mem_mb=2000, runtime=60),
             conda:
                 "../envs/quantization.yaml"
             shell:
@@ -44,8 +43,7 @@ if "quantization" in ENABLED:
             "logs/quantization/data.log",
         threads: 1
         resources:
-            mem_mb=mem_mb(2000),
-            runtime=10,
+            **stage_resources("quantization", "data", mem_mb=2000, runtime=10),
         conda:
             "../envs/quantization.yaml"
         shell:
@@ -66,8 +64,7 @@ if "quantization" in ENABLED:
             "benchmarks/quantization/kotms.tsv"
         threads: 1
         resources:
-            mem_mb=mem_mb(3000),
-            runtime=120,
+            **stage_resources("quantization", "kotms", mem_mb=3000, runtime=120),
         conda:
             "../envs/quantization.yaml"
         shell:
@@ -89,8 +86,7 @@ if "quantization" in ENABLED:
             "benchmarks/quantization/sens.tsv"
         threads: 1
         resources:
-            mem_mb=mem_mb(3000),
-            runtime=120,
+            **stage_resources("quantization", "sens", mem_mb=3000, runtime=120),
         conda:
             "../envs/quantization.yaml"
         shell:
@@ -112,8 +108,7 @@ if "quantization" in ENABLED:
             "benchmarks/quantization/weights/s{seed}_{method}.tsv"
         threads: 1
         resources:
-            mem_mb=mem_mb(4000),
-            runtime=120,
+            **stage_resources("quantization", "weights", mem_mb=4000, runtime=120),
         conda:
             "../envs/quantization.yaml"
         shell:
@@ -133,8 +128,7 @@ if "quantization" in ENABLED:
             "logs/quantization/lac/s{seed}_{method}.log",
         threads: 1
         resources:
-            mem_mb=mem_mb(3000),
-            runtime=60,
+            **stage_resources("quantization", "lac", mem_mb=3000, runtime=60),
         conda:
             "../envs/quantization.yaml"
         shell:
@@ -157,8 +151,7 @@ if "quantization" in ENABLED:
             "benchmarks/quantization/eval/s{seed}_{method}_{act}.tsv"
         threads: 1
         resources:
-            mem_mb=mem_mb(3000),
-            runtime=60,
+            **stage_resources("quantization", "eval", mem_mb=3000, runtime=60),
         conda:
             "../envs/quantization.yaml"
         shell:
@@ -189,8 +182,7 @@ if "quantization" in ENABLED:
             "logs/quantization/report.log",
         threads: 1
         resources:
-            mem_mb=mem_mb(1000),
-            runtime=10,
+            **stage_resources("quantization", "report", mem_mb=1000, runtime=10),
         conda:
             "../envs/quantization.yaml"
         shell:
@@ -224,8 +216,7 @@ if "quantization" in ENABLED:
                 "logs/quantization/ul_quantize/seed{useed}_{umodel}__{scheme}.log",
             threads: 1
             resources:
-                mem_mb=mem_mb(2000),
-                runtime=20,
+                **stage_resources("quantization", "ul_quantize", mem_mb=2000, runtime=20),
             conda:
                 "../envs/quantization.yaml"
             shell:
@@ -248,8 +239,7 @@ if "quantization" in ENABLED:
                 "logs/quantization/ul_eval/seed{useed}_{umodel}__{scheme}.log",
             threads: 1
             resources:
-                mem_mb=mem_mb(3000),
-                runtime=60,
+                **stage_resources("quantization", "ul_eval", mem_mb=3000, runtime=60),
             conda:
                 "../envs/unlearning.yaml"
             shell:
@@ -274,8 +264,7 @@ if "quantization" in ENABLED:
                 "logs/quantization/ul_report.log",
             threads: 1
             resources:
-                mem_mb=mem_mb(1000),
-                runtime=10,
+                **stage_resources("quantization", "ul_report", mem_mb=1000, runtime=10),
             conda:
                 "../envs/quantization.yaml"
             shell:

@@ -28,8 +28,7 @@ rule robopolicy_data:
         "benchmarks/robopolicy/data.tsv"
     threads: 1
     resources:
-        mem_mb=mem_mb(3000),
-        runtime=30,
+        **stage_resources("robopolicy", "data", mem_mb=3000, runtime=30),
     conda:
         "../envs/robopolicy.yaml"
     shell:
@@ -49,8 +48,7 @@ rule robopolicy_lam_pretrain:
         "benchmarks/robopolicy/lam_pretrain/seed{rpseed}.tsv"
     threads: 1
     resources:
-        mem_mb=mem_mb(3000),
-        runtime=30,
+        **stage_resources("robopolicy", "lam_pretrain", mem_mb=3000, runtime=30),
     conda:
         "../envs/robopolicy.yaml"
     shell:
@@ -72,8 +70,7 @@ rule robopolicy_train:
         "benchmarks/robopolicy/train/{rpvariant}-seed{rpseed}.tsv"
     threads: 1
     resources:
-        mem_mb=mem_mb(3000),
-        runtime=60,
+        **stage_resources("robopolicy", "train", mem_mb=3000, runtime=60),
     conda:
         "../envs/robopolicy.yaml"
     shell:
@@ -97,8 +94,7 @@ rule robopolicy_evaluate:
         "benchmarks/robopolicy/evaluate/{rpvariant}-seed{rpseed}.tsv"
     threads: 1
     resources:
-        mem_mb=mem_mb(3000),
-        runtime=30,
+        **stage_resources("robopolicy", "evaluate", mem_mb=3000, runtime=30),
     conda:
         "../envs/robopolicy.yaml"
     shell:
@@ -125,8 +121,7 @@ rule robopolicy_lara_report:
         "logs/robopolicy/lara_report.log",
     threads: 1
     resources:
-        mem_mb=mem_mb(2000),
-        runtime=20,
+        **stage_resources("robopolicy", "lara_report", mem_mb=2000, runtime=20),
     conda:
         "../envs/robopolicy.yaml"
     shell:
@@ -145,8 +140,7 @@ rule robopolicy_gam_run:
         "benchmarks/robopolicy/gam_run/seed{rpseed}.tsv"
     threads: 1
     resources:
-        mem_mb=mem_mb(1000),
-        runtime=20,
+        **stage_resources("robopolicy", "gam_run", mem_mb=1000, runtime=20),
     conda:
         "../envs/robopolicy.yaml"
     shell:
@@ -170,8 +164,7 @@ rule robopolicy_gam_report:
         "logs/robopolicy/gam_report.log",
     threads: 1
     resources:
-        mem_mb=mem_mb(1000),
-        runtime=10,
+        **stage_resources("robopolicy", "gam_report", mem_mb=1000, runtime=10),
     conda:
         "../envs/robopolicy.yaml"
     shell:
@@ -187,8 +180,7 @@ rule robopolicy_summary:
         "logs/robopolicy/summary.log",
     threads: 1
     resources:
-        mem_mb=mem_mb(500),
-        runtime=5,
+        **stage_resources("robopolicy", "summary", mem_mb=500, runtime=5),
     conda:
         "../envs/robopolicy.yaml"
     shell:

@@ -23,8 +23,7 @@ if "unlearning" in ENABLED:
             f"logs/unlearning/{_UL_RUN}/data.log",
         threads: 1
         resources:
-            mem_mb=mem_mb(1000),
-            runtime=10,
+            **stage_resources("unlearning", "data", mem_mb=1000, runtime=10),
         conda:
             "../envs/unlearning.yaml"
         shell:
@@ -41,8 +40,7 @@ if "unlearning" in ENABLED:
             f"logs/unlearning/{_UL_RUN}/tokenizer.log",
         threads: 1
         resources:
-            mem_mb=mem_mb(1000),
-            runtime=10,
+            **stage_resources("unlearning", "tokenizer", mem_mb=1000, runtime=10),
         conda:
             "../envs/unlearning.yaml"
         shell:
@@ -65,8 +63,7 @@ if "unlearning" in ENABLED:
             f"benchmarks/unlearning/{_UL_RUN}/finetune/{{ul_split}}_seed{{seed}}.tsv"
         threads: 1
         resources:
-            mem_mb=mem_mb(4000),
-            runtime=60,
+            **stage_resources("unlearning", "finetune", mem_mb=4000, runtime=60),
         conda:
             "../envs/unlearning.yaml"
         shell:
@@ -89,8 +86,7 @@ if "unlearning" in ENABLED:
             f"benchmarks/unlearning/{_UL_RUN}/unlearn/{{ul_method}}_seed{{seed}}.tsv"
         threads: 1
         resources:
-            mem_mb=mem_mb(4000),
-            runtime=60,
+            **stage_resources("unlearning", "unlearn", mem_mb=4000, runtime=60),
         conda:
             "../envs/unlearning.yaml"
         shell:
@@ -114,8 +110,7 @@ if "unlearning" in ENABLED:
             f"benchmarks/unlearning/{_UL_RUN}/rule/{{ul_kind}}_{{ul_base}}_seed{{seed}}.tsv"
         threads: 1
         resources:
-            mem_mb=mem_mb(4000),
-            runtime=60,
+            **stage_resources("unlearning", "rule", mem_mb=4000, runtime=60),
         conda:
             "../envs/unlearning.yaml"
         shell:
@@ -138,8 +133,7 @@ if "unlearning" in ENABLED:
             f"benchmarks/unlearning/{_UL_RUN}/sample/{{ul_model}}_seed{{seed}}.tsv"
         threads: 1
         resources:
-            mem_mb=mem_mb(4000),
-            runtime=60,
+            **stage_resources("unlearning", "sample", mem_mb=4000, runtime=60),
         conda:
             "../envs/unlearning.yaml"
         shell:
@@ -157,8 +151,7 @@ if "unlearning" in ENABLED:
             f"logs/unlearning/{_UL_RUN}/judge/{{ul_model}}_seed{{seed}}.log",
         threads: 1
         resources:
-            mem_mb=mem_mb(1000),
-            runtime=30,
+            **stage_resources("unlearning", "judge", mem_mb=1000, runtime=30),
         conda:
             "../envs/unlearning.yaml"
         shell:
@@ -186,8 +179,7 @@ if "unlearning" in ENABLED:
             f"logs/unlearning/{_UL_RUN}/report.log",
         threads: 1
         resources:
-            mem_mb=mem_mb(1000),
-            runtime=10,
+            **stage_resources("unlearning", "report", mem_mb=1000, runtime=10),
         conda:
             "../envs/unlearning.yaml"
         shell:

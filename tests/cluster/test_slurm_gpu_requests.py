@@ -3,12 +3,16 @@
 Snakemake runs with the real site profile (`--profile slurm`) and the real executor plugin; only the
 SLURM client binaries are stand-ins on PATH: `sbatch` records its argv and refuses the job (so
 nothing runs, and the profile's `retries` show the attempt-scaled memory), `sinfo` names a default
-partition. Paper-scale datasets live on the cluster (absolute paths in config/paper.yaml); the test
-points the ones missing here at empty placeholder files, and changes nothing else in the config.
+partition. Paper-scale datasets live on the cluster (absolute paths in config/paper.yaml); the tests
+point the ones missing here at empty placeholder files. The first test changes nothing else in the
+config; the second enables the studies that config/paper.yaml disables (unlearning, fmri,
+robopolicy) in a private copy, to dry-run their GPU stages against the tiny configs.
 """
 
 from __future__ import annotations
 
+import collections
+import functools
 import json
 import re
 import subprocess
@@ -67,6 +71,11 @@ def _dry_run_jobs(repo: Path, configfile: str) -> list[dict]:
     return jobs
 
 
+def _touch(p: Path) -> None:
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.touch()
+
+
 def _flag(argv: list[str], name: str) -> str | None:
     for i, a in enumerate(argv):
         if a == name and i + 1 < len(argv):
@@ -95,11 +104,37 @@ def test_gpu_stages_request_gpus_memory_and_time(repo_copy: Path, tmp_path: Path
     picked = []
     for rule in sorted(declared):
         picked += [j for j in gpu_jobs if j["rule"] == rule][:2]
-    for j in picked:  # make the picked jobs runnable now: their inputs exist (never read)
-        for f in j["input"]:
-            p = repo / f
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.touch()
+    # Make the picked jobs runnable now, without running anything: every job they depend on counts as
+    # done (its outputs exist, newer than its inputs; nothing is read). Some picked jobs depend on
+    # others (quantization: kotms -> sens, kotms -> weights -> lac, sometimes through jobs that were
+    # not picked), and a job whose upstream job sbatch refused is never submitted. So they are
+    # submitted in layers: layer d holds the picked jobs with d picked jobs above them, and before
+    # each layer everything upstream of it is touched, dependencies first.
+    index = {id(j): i for i, j in enumerate(jobs)}
+    producer = {o: i for i, j in enumerate(jobs) for o in j["output"]}
+
+    @functools.cache
+    def upstream(i: int) -> tuple[int, ...]:
+        """Every job that job i depends on (transitively), dependencies before dependents."""
+        seen: dict[int, None] = {}
+        for f in jobs[i]["input"]:
+            if f in producer:
+                seen.update(dict.fromkeys((*upstream(producer[f]), producer[f])))
+        return tuple(seen)
+
+    chosen = {index[id(j)] for j in picked}
+
+    @functools.cache
+    def depth(i: int) -> int:
+        return max((1 + depth(a) for a in upstream(i) if a in chosen), default=0)
+
+    layers: dict[int, list[int]] = {}
+    for i in sorted(chosen):
+        layers.setdefault(depth(i), []).append(i)
+    for i in chosen | {a for i in chosen for a in upstream(i)}:  # source files (no producer) exist
+        for f in jobs[i]["input"]:
+            if f not in producer and not (repo / f).exists():
+                _touch(repo / f)
 
     fake = tmp_path / "fakebin"
     fake.mkdir()
@@ -114,18 +149,24 @@ def test_gpu_stages_request_gpus_memory_and_time(repo_copy: Path, tmp_path: Path
     log = tmp_path / "sbatch.jsonl"
     e = env(FAKE_SBATCH_LOG=str(log))
     e["PATH"] = f"{fake}:{e['PATH']}"
-    targets = [o for j in picked for o in j["output"]]
-    cmd = ["snakemake", *targets, "--profile", "slurm", "--slurm-no-account",
-           "--slurm-init-seconds-before-status-checks", "1", "--allowed-rules", *sorted(declared),
-           "--configfile", "config/paper-local.yaml"]
-    r = subprocess.run(cmd, cwd=repo, env=e, capture_output=True, text=True, timeout=600)
-    out = r.stdout + r.stderr
-    assert r.returncode != 0, "the stand-in sbatch refuses every job, so snakemake must fail"
-    assert "paperflow test double: recorded, not submitted" in out, out[-3000:]  # sbatch's stderr surfaced
+    for d in sorted(layers):
+        for a in dict.fromkeys(a for i in layers[d] for a in upstream(i)):
+            for f in jobs[a]["output"]:
+                _touch(repo / f)
+        targets = [o for i in layers[d] for o in jobs[i]["output"]]
+        cmd = ["snakemake", *targets, "--profile", "slurm", "--slurm-no-account",
+               "--slurm-init-seconds-before-status-checks", "1", "--allowed-rules", *sorted(declared),
+               "--configfile", "config/paper-local.yaml"]
+        r = subprocess.run(cmd, cwd=repo, env=e, capture_output=True, text=True, timeout=600)
+        out = r.stdout + r.stderr
+        assert r.returncode != 0, "the stand-in sbatch refuses every job, so snakemake must fail"
+        assert "paperflow test double: recorded, not submitted" in out, out[-3000:]  # sbatch's stderr surfaced
 
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     retries = yaml.safe_load((repo / "slurm" / "config.yaml").read_text())["retries"]
-    assert len(calls) == len(picked) * (retries + 1), (len(calls), len(picked), retries)
+    per_job = collections.Counter(_flag(c, "--comment") or "?" for c in calls)
+    submitted = [f"{k} x{v}" for k, v in sorted(per_job.items())]
+    assert len(calls) == len(picked) * (retries + 1), (len(calls), len(picked), retries, " ".join(submitted))
     for rule, res in declared.items():
         mine = [c for c in calls if _flag(c, "--comment") and _flag(c, "--comment").startswith(f"rule_{rule}")]
         assert mine, f"no sbatch call for {rule}"
@@ -142,3 +183,52 @@ def test_gpu_stages_request_gpus_memory_and_time(repo_copy: Path, tmp_path: Path
             assert "--wrap" in " ".join(argv) and "slurm-jobstep" in " ".join(argv)
         # attempt k asks for k x the declared memory (the profile's retries resubmit)
         assert mems == {res["mem_mb"] * k for k in range(1, retries + 2)}, (rule, sorted(mems))
+
+
+# The GPU stages of the studies whose rules take their resources from `<study>.resources.<stage>`
+# (rules/<study>.smk: stage_resources). unlearning, fmri and robopolicy are disabled in
+# config/paper.yaml today, so the test below enables them in a private copy of its sections.
+PAPER_GPU_STAGES = {
+    "unlearning": ["finetune", "unlearn", "rule", "sample"],
+    "quantization": ["kotms", "sens", "weights", "lac", "eval"],
+    "fmri": ["pretrain"],
+    "robopolicy": ["lam_pretrain", "train"],
+}
+
+
+def test_paper_gpu_stages_request_one_gpu_and_tiny_configs_none(repo_copy: Path, tmp_path: Path):
+    repo = repo_copy
+    paper = yaml.safe_load((repo / "config" / "paper.yaml").read_text())
+    cfg = {k: paper[k] for k in ("results_dir", "data_dir", "models_dir")}
+    for study in PAPER_GPU_STAGES:  # only these studies (a config that omits a study leaves it disabled)
+        cfg[study] = {**paper[study], "enabled": True}
+    (repo / "config" / "paper-gpu.yaml").write_text(yaml.safe_dump(_localize(cfg, tmp_path / "cluster")))
+    expected = {f"{study}_{stage}" for study, stages in PAPER_GPU_STAGES.items() for stage in stages}
+
+    jobs = _dry_run_jobs(repo, "config/paper-gpu.yaml")
+    ran = {j["rule"] for j in jobs}
+    assert expected <= ran, f"GPU stages missing from the paper-scale DAG: {sorted(expected - ran)}"
+    gpu_rules = {j["rule"] for j in jobs if int(j["resources"].get("gpu", "0") or 0) > 0}
+    assert gpu_rules == expected, f"rules asking for GPUs {sorted(gpu_rules)} != {sorted(expected)}"
+    for j in jobs:
+        study, _, stage = j["rule"].partition("_")
+        if study not in PAPER_GPU_STAGES:
+            continue
+        res = (paper[study].get("resources") or {}).get(stage)
+        r = j["resources"]
+        if j["rule"] in expected:
+            assert r.get("gpu") == "1", j
+            assert r.get("cpus_per_gpu") == str(res["cpus_per_gpu"]), j
+        else:
+            assert r.get("gpu") == "0" and "cpus_per_gpu" not in r, j
+        if res:  # paper.yaml's memory and time replace the rule's small-scale values
+            assert int(r["mem_mb"]) == res["mem_mb"] and int(r["runtime"]) == res["runtime"], (j, res)
+
+    # the tiny configs keep the rules' small-scale values: no GPU, at most 4 GB, at most 2 h
+    for configfile in ("config/config.yaml", "config/test.yaml"):
+        tiny = [j for j in _dry_run_jobs(repo, configfile) if j["rule"] in expected]
+        assert {j["rule"] for j in tiny} == expected, (configfile, sorted(expected - {j["rule"] for j in tiny}))
+        for j in tiny:
+            r = j["resources"]
+            assert r.get("gpu") == "0" and "cpus_per_gpu" not in r, (configfile, j)
+            assert int(r["mem_mb"]) <= 4000 and int(r["runtime"]) <= 120, (configfile, j)
