@@ -1,6 +1,9 @@
 """Layer-by-layer calibration driver: captures decoder-block inputs, accumulates H = mean x xᵀ of
 each linear's (rotated) input, quantizes in the order {q,k,v} → o → {gate,up} → down and
-re-propagates through the already-quantized sublayers (spec §3)."""
+re-propagates through the already-quantized sublayers (spec §3).
+
+Device: token windows (CPU) are moved batch by batch to the model's device; captured states, the
+float64 H accumulators and H itself live on the device of the layer being calibrated."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ from collections.abc import Callable
 import torch
 
 from paperflow.core.progress import progress
-from paperflow.quantization.qmodel import LINEAR_ORDER, QLinear, decoder_layers
+from paperflow.quantization.qmodel import LINEAR_ORDER, QLinear, decoder_layers, model_device
 
 
 class _Stop(Exception):
@@ -22,8 +25,9 @@ def _layer_out(out):
 
 @torch.no_grad()
 def capture_inputs(model, windows: torch.Tensor, batch: int, layer_idx: int = 0) -> list[tuple[torch.Tensor, dict]]:
-    """[(hidden_states, kwargs)] per batch at the input of decoder layer `layer_idx`."""
+    """[(hidden_states, kwargs)] per batch at the input of decoder layer `layer_idx` (on the model's device)."""
     layer = decoder_layers(model)[layer_idx]
+    dev = model_device(model)
     store: list = []
 
     def pre(mod, args, kwargs):
@@ -36,7 +40,7 @@ def capture_inputs(model, windows: torch.Tensor, batch: int, layer_idx: int = 0)
     try:
         for s in range(0, windows.shape[0], batch):
             try:
-                model(windows[s:s + batch], use_cache=False)
+                model(windows[s:s + batch].to(dev), use_cache=False)
             except _Stop:
                 pass
     finally:
@@ -61,7 +65,8 @@ def sequential_quantize(model, windows: torch.Tensor, batch: int,
         layer = layers[i]
         mods = {n: m for n, m in layer.named_modules() if isinstance(m, QLinear)}
         for group in LINEAR_ORDER:
-            acc = {s: [torch.zeros(mods[s].in_features, mods[s].in_features, dtype=torch.float64), 0] for s in group}
+            acc = {s: [torch.zeros(mods[s].in_features, mods[s].in_features, dtype=torch.float64,
+                                   device=mods[s].weight.device), 0] for s in group}
 
             def make_hook(s, last):
                 def hook(x):

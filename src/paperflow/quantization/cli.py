@@ -1,5 +1,10 @@
 """`paperflow quantization <stage>`: tiny-lm, data, kotms, sens, weights, lac, eval, report.
-Heavy imports happen inside the run functions."""
+Heavy imports happen inside the run functions.
+
+Device: kotms, sens, weights, lac and eval decide once per job (`qmodel.job_device()`: CUDA when
+torch sees a GPU, else CPU; hide the GPU with CUDA_VISIBLE_DEVICES= to force the CPU) and load the
+model there in fp32. Outputs are moved to the CPU before safetensors/JSON. On the CPU the results
+are those of the CPU-only code; the CUDA path is untested on a real GPU (none was available)."""
 
 from __future__ import annotations
 
@@ -76,17 +81,18 @@ def _kotms(p: argparse.ArgumentParser):
         from paperflow.core.progress import progress
         from paperflow.quantization.kotms import learn_kotms
         from paperflow.quantization.plan import kotms_params
-        from paperflow.quantization.qmodel import load_fp_model, wrap_linears
+        from paperflow.quantization.qmodel import job_device, load_fp_model, wrap_linears
 
         _threads()
         prm = job_params(args, NAME, kotms_params)
-        model = load_fp_model(args.model)
+        model = load_fp_model(args.model, job_device())
         lins = wrap_linears(model)
-        gen = torch.Generator().manual_seed(0)
+        gen = torch.Generator().manual_seed(0)  # CPU generator on every device: same row subsets
         tensors, log = {}, {}
         with Stage("quantization.kotms", config=prm, outputs=[args.out, args.log], inputs=[args.model], seed=0) as st:
             for name in progress(list(lins), desc="kotms"):
                 C, B, lg = learn_kotms(lins[name].weight, prm["iters"], prm["lr"], prm["rows_per_iter"], gen)
+                C, B = C.cpu(), B.cpu()
                 tensors[f"{name}.C"], tensors[f"{name}.B"] = C.contiguous(), B.contiguous()
                 lg["orth_err"] = max(float((C.T @ C - torch.eye(C.shape[0])).abs().max()),
                                      float((B.T @ B - torch.eye(B.shape[0])).abs().max()))
@@ -124,14 +130,14 @@ def _sens(p: argparse.ArgumentParser):
         from paperflow.quantization.data import load_tokens, windows
         from paperflow.quantization.ilaamp import sensitivity_sweep
         from paperflow.quantization.plan import sens_params
-        from paperflow.quantization.qmodel import load_fp_model, wrap_linears
+        from paperflow.quantization.qmodel import job_device, load_fp_model, wrap_linears
 
         _threads()
         prm = job_params(args, NAME, sens_params)
-        model = load_fp_model(args.model)
+        model = load_fp_model(args.model, job_device())
         rot = load_kotms(args.kotms)
         for name, lin in wrap_linears(model).items():
-            lin.set_rotation(*rot[name])
+            lin.set_rotation(*rot[name])  # moves C, B to the model's device
         win = windows(load_tokens(args.tokens), prm["data"], "sens")
         with Stage("quantization.sens", config=prm, outputs=[args.out], inputs=[args.model, args.tokens, args.kotms]) as st:
             sens = sensitivity_sweep(model, win, prm["ilaamp"]["bits"], prm["ilaamp"]["base_bits"], prm["clip"],
@@ -163,14 +169,15 @@ def _weights(p: argparse.ArgumentParser):
         from paperflow.quantization.evaluate import mean_nll
         from paperflow.quantization.methods import METHODS, MethodContext
         from paperflow.quantization.plan import weights_params
-        from paperflow.quantization.qmodel import load_fp_model, wrap_linears
+        from paperflow.quantization.qmodel import job_device, load_fp_model, wrap_linears
         from paperflow.quantization.store import load_quantized, save_quantized
 
         _threads()
         prm = job_params(args, NAME, lambda q: weights_params(q, args.method, args.seed))
         seed_everything(prm["seed"])
         tokens = load_tokens(args.tokens)
-        model = load_fp_model(args.model)
+        dev = job_device()
+        model = load_fp_model(args.model, dev)
         wrap_linears(model)
         ctx = MethodContext(options=prm["options"], params=prm, seed=prm["seed"],
                             calib=windows(tokens, prm["data"], "calib", prm["seed"]),
@@ -183,7 +190,10 @@ def _weights(p: argparse.ArgumentParser):
             with atomic_path(args.out) as tmp:
                 mem = save_quantized(tmp, model, records, args.model, args.method)
                 (tmp / "quantize_log.json").write_text(json.dumps(ctx.log, indent=1, sort_keys=True) + "\n")
-                reloaded, _ = load_quantized(tmp)
+                # free the fake-quant model before loading the packed one next to it (on a GPU: two
+                # fp32 copies of the model otherwise); nll_fake is already computed
+                del model, records
+                reloaded, _ = load_quantized(tmp, device=dev)
                 nll_packed = mean_nll(reloaded, check, prm["batch"])
             if nll_packed != nll_fake:
                 raise RuntimeError(f"packed model NLL {nll_packed!r} != fake-quant NLL {nll_fake!r}")
@@ -198,11 +208,14 @@ def _weights(p: argparse.ArgumentParser):
 
 
 def _load_for(method: str, model: str, qdir: str | None):
+    """The packed (or FP) model on the job's device."""
+    from paperflow.quantization.qmodel import job_device
     from paperflow.quantization.store import fp_model_wrapped, load_quantized
 
+    dev = job_device()
     if qdir:
-        return load_quantized(qdir)[0]
-    return fp_model_wrapped(model)
+        return load_quantized(qdir, device=dev)[0]
+    return fp_model_wrapped(model, dev)
 
 
 @study.stage("lac", "LAC: per-linear activation clip per bit-width on train windows")

@@ -111,22 +111,25 @@ def e2m_gptq(W: torch.Tensor, H: torch.Tensor | None, block: int = 128, damp: fl
     H = mean x xᵀ of the layer's (rotated) calibration inputs; S for stage 2 is H restricted to the
     block (undamped). With gptq=False the weights are quantized block by block with no feedback.
     `log` (optional) receives the per-layer output error after stage 1 and after stage 2.
+    Runs on W's device (H is moved there; float64 throughout, as on the CPU); the returned codes
+    and scales are on that device too (store.save_quantized moves them to the CPU for packing).
     """
     W = W.clone().to(torch.float64)
+    dev = W.device
     m, n = W.shape
     nb = (n + block - 1) // block
-    Hd = H.to(torch.float64)
+    Hd = H.to(device=dev, dtype=torch.float64)
     U = None
     if gptq:
-        Hdamp = 2 * Hd + damp * torch.mean(torch.diagonal(2 * Hd)) * torch.eye(n, dtype=torch.float64)
+        Hdamp = 2 * Hd + damp * torch.mean(torch.diagonal(2 * Hd)) * torch.eye(n, dtype=torch.float64, device=dev)
         dead = torch.diagonal(Hd) == 0
         Hdamp[dead, dead] = 1.0
         L = torch.linalg.cholesky(Hdamp)
         Hinv = torch.cholesky_inverse(L)
         U = torch.linalg.cholesky(Hinv, upper=True)
-    t_all = torch.zeros(m, n, dtype=torch.int8)
-    mu_all = torch.zeros(m, nb)
-    al_all = torch.zeros(m, nb)
+    t_all = torch.zeros(m, n, dtype=torch.int8, device=dev)
+    mu_all = torch.zeros(m, nb, device=dev)
+    al_all = torch.zeros(m, nb, device=dev)
     err1 = err2 = 0.0
     for bi in range(nb):
         b0, b1 = bi * block, min(n, (bi + 1) * block)

@@ -23,7 +23,7 @@ def sensitivity_sweep(model, windows: torch.Tensor, bits: list[int], base_bits: 
     sweep = [b for b in bits if b != base_bits]
     base = [base_bits] * L
     set_activation_bits(model, base, default_clip=clip)
-    cache = all_layer_inputs(model, windows, batch)
+    cache = all_layer_inputs(model, windows, batch, store_device="cpu")  # host memory; no-op on a CPU model
     nll0 = nll_from_layer(model, 0, cache[0], windows)
     delta = {i: {base_bits: 0.0} for i in range(L)}
     kappa = {i: {} for i in range(1, L)}

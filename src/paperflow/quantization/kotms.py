@@ -53,13 +53,15 @@ def learn_kotms(W: torch.Tensor, iters: int = 100, lr: float = 1e-2, rows_per_it
     rows_per_iter=None: full-batch loss (official). An int: each iteration uses a fresh random
     subset of that many weight rows (a stochastic estimate of the same loss; [project] CPU budget).
     The full loss is evaluated at the start and at the end; if the end is worse, the identity is
-    kept (so the loss never increases). Returns (C, B, log).
+    kept (so the loss never increases). Returns (C, B, log); C and B on W's device.
+    The row subsets are drawn where `gen` lives (the CPU in cli.py), so they do not depend on W's device.
     """
     m, n = W.shape
     l, r = kron_factors(m, n)
     W = W.detach().to(torch.float32)
-    Sl = torch.zeros(l, l, requires_grad=True)
-    Sr = torch.zeros(r, r, requires_grad=True)
+    dev = W.device
+    Sl = torch.zeros(l, l, requires_grad=True, device=dev)
+    Sr = torch.zeros(r, r, requires_grad=True, device=dev)
     opt = torch.optim.Adam([Sl, Sr], lr=lr)
     with torch.no_grad():
         loss0 = float(trimodal_loss(W))
@@ -67,7 +69,8 @@ def learn_kotms(W: torch.Tensor, iters: int = 100, lr: float = 1e-2, rows_per_it
     for _ in range(iters):
         Wb = W
         if rows_per_iter is not None and rows_per_iter < m:
-            Wb = W[torch.randperm(m, generator=gen)[:rows_per_iter]]
+            idx = torch.randperm(m, generator=gen, device=gen.device if gen is not None else "cpu")
+            Wb = W[idx[:rows_per_iter].to(dev)]
         loss = trimodal_loss(rotate_weight(Wb, cayley(Sl), cayley(Sr)))
         trace.append(float(loss.detach()))
         opt.zero_grad()
@@ -78,12 +81,13 @@ def learn_kotms(W: torch.Tensor, iters: int = 100, lr: float = 1e-2, rows_per_it
         loss1 = float(trimodal_loss(rotate_weight(W, C, B)))
     kept = loss1 <= loss0
     if not kept:
-        C, B = torch.eye(l), torch.eye(r)
+        C, B = torch.eye(l, device=dev), torch.eye(r, device=dev)
     return C.detach(), B.detach(), {"shape": [m, n], "l": l, "r": r, "loss_first": loss0, "loss_last": min(loss0, loss1),
                                     "loss_learned": loss1, "learned_kept": kept, "trace": trace[:: max(1, iters // 10)]}
 
 
 def random_kron(W: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """QuaRot-like baseline: Haar-random orthogonal Kronecker factors of the KOTMS shape."""
+    """QuaRot-like baseline: Haar-random orthogonal Kronecker factors of the KOTMS shape (on gen's
+    device, i.e. the CPU here, whatever W's device: the same draw on every device)."""
     l, r = kron_factors(*W.shape)
     return random_orthogonal(l, gen), random_orthogonal(r, gen)

@@ -7,13 +7,15 @@ import numpy as np
 import torch
 
 from paperflow.quantization.ops import act_quant
-from paperflow.quantization.qmodel import qlinears
+from paperflow.quantization.qmodel import model_device, qlinears
 
 
 @torch.no_grad()
 def calibrate_clips(model, windows: torch.Tensor, bits: list[int], grid: list[float], batch: int = 8) -> dict:
-    """{linear: {bits: best p}} from one A16 pass over `windows` (inputs after rotation)."""
+    """{linear: {bits: best p}} from one A16 pass over `windows` (inputs after rotation). The errors
+    are computed on the model's device and summed on the host in float64 (numpy), as before."""
     lins = qlinears(model)
+    dev = model_device(model)
     errs = {n: np.zeros((len(bits), len(grid))) for n in lins}
 
     def make(name, lin):
@@ -30,7 +32,7 @@ def calibrate_clips(model, windows: torch.Tensor, bits: list[int], grid: list[fl
         lin.input_hook = make(n, lin)
     try:
         for s in range(0, windows.shape[0], batch):
-            model(windows[s:s + batch], use_cache=False)
+            model(windows[s:s + batch].to(dev), use_cache=False)
     finally:
         for lin in lins.values():
             lin.input_hook = None

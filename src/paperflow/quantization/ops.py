@@ -49,8 +49,10 @@ def cayley(S: torch.Tensor) -> torch.Tensor:
 
 
 def random_orthogonal(k: int, gen: torch.Generator) -> torch.Tensor:
-    """Haar-random k×k orthogonal matrix (QR of a Gaussian with sign fix)."""
-    g = torch.randn(k, k, generator=gen, dtype=torch.float64)
+    """Haar-random k×k orthogonal matrix (QR of a Gaussian with sign fix). Made where `gen` lives
+    (the CPU generators used here), so the draw does not depend on the job's device; the caller
+    moves it (QLinear.set_rotation moves C, B to the weight's device)."""
+    g = torch.randn(k, k, generator=gen, dtype=torch.float64, device=gen.device)
     q, r = torch.linalg.qr(g)
     q = q * torch.sign(torch.diagonal(r)).unsqueeze(0)
     return q.to(torch.float32)
@@ -60,7 +62,7 @@ def ternary_dequant(t: torch.Tensor, mu: torch.Tensor, alpha: torch.Tensor, bloc
     """Ŵ[i, j] = μ[i, j//block] + α[i, j//block]·t[i, j]; t int8 in {-1,0,1}, μ/α [m, n_blocks]
     (fp16 values held in fp32). The one formula used by quantizers and the packed loader."""
     n = t.shape[1]
-    idx = torch.arange(n) // block
+    idx = torch.arange(n, device=t.device) // block
     mu_f = mu.to(torch.float32)[:, idx]
     al_f = alpha.to(torch.float32)[:, idx]
     return mu_f + al_f * t.to(torch.float32)

@@ -1,6 +1,11 @@
 """Fake-quantized model: every linear inside the decoder blocks becomes a `QLinear` holding an
 optional Kronecker input rotation, a (dequantized) weight in the rotated basis and a per-token
-activation quantizer. Embeddings, norms and lm_head stay FP (spec §1)."""
+activation quantizer. Embeddings, norms and lm_head stay FP (spec §1).
+
+Device: each job makes one decision (`job_device()`: CUDA when torch sees a GPU, else CPU) and
+loads the model there; every other tensor follows the model (`model_device`) or the tensor it is
+computed from. On CPU nothing changes numerically. The CUDA path has not been run on a GPU here
+(only CPU tests, plus tests that a second device is followed, using PyTorch's "meta" device)."""
 
 from __future__ import annotations
 
@@ -22,8 +27,10 @@ class QLinear(nn.Module):
         super().__init__()
         self.register_buffer("weight", weight.detach().clone().to(torch.float32))
         self.register_buffer("bias", None if bias is None else bias.detach().clone().to(torch.float32))
-        self.C: torch.Tensor | None = None
-        self.B: torch.Tensor | None = None
+        # Kronecker factors: non-persistent buffers, so `model.to(device)` moves them with the weight
+        # while state_dict() (and so the packed format, see store.py) does not contain them.
+        self.register_buffer("C", None, persistent=False)
+        self.register_buffer("B", None, persistent=False)
         self.act_bits = 16
         self.act_clip = 1.0
         self.input_hook = None  # callable(x_rotated) used by calibration / LAC
@@ -37,10 +44,13 @@ class QLinear(nn.Module):
         return self.weight.shape[0]
 
     def set_rotation(self, C: torch.Tensor, B: torch.Tensor) -> None:
-        """Rotate the FP weight (W' = W Qᵀ) and the input at run time (x' = Q x): output unchanged."""
+        """Rotate the FP weight (W' = W Qᵀ) and the input at run time (x' = Q x): output unchanged.
+        C and B (often CPU tensors read from kotms.safetensors) are moved to the weight's device."""
         if self.C is not None:
             raise RuntimeError("rotation already set")
-        self.C, self.B = C.to(torch.float32).contiguous(), B.to(torch.float32).contiguous()
+        dev = self.weight.device
+        self.C = C.to(device=dev, dtype=torch.float32).contiguous()
+        self.B = B.to(device=dev, dtype=torch.float32).contiguous()
         self.weight = rotate_weight(self.weight, self.C, self.B)
 
     def rotate_input(self, x: torch.Tensor) -> torch.Tensor:
@@ -93,10 +103,24 @@ def set_activation_bits(model: nn.Module, block_bits: list[int], clips: dict[str
             lin.act_clip = 1.0 if b >= 16 else (clips[full][b] if clips and full in clips else default_clip)
 
 
-def load_fp_model(model_dir: str):
-    import torch
+def job_device() -> torch.device:
+    """The job's one device decision: CUDA when available, else CPU (no dtype change: fp32 on both)."""
+    from paperflow.core.accel import cuda_available
+
+    return torch.device("cuda") if cuda_available() else torch.device("cpu")
+
+
+def model_device(model: nn.Module) -> torch.device:
+    """Where the model's parameters live; inputs built next to the model go there."""
+    return next(model.parameters()).device
+
+
+def load_fp_model(model_dir: str, device: torch.device | str | None = None):
+    """fp32 model from a save_pretrained dir, on `device` (None: where from_pretrained puts it, the CPU)."""
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    if device is not None:
+        model.to(device)
     model.eval()
     return model

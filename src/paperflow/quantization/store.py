@@ -35,7 +35,8 @@ _COPY = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_c
 
 def save_quantized(out_dir: str | Path, model, records: dict, base_dir: str | Path, method: str) -> dict:
     """Write the packed dir. `records[name]` is a TernaryLayer, Int4Layer or None (FP weight).
-    Returns memory.json's content."""
+    Returns memory.json's content. The model and records may live on any device: everything is
+    moved to the CPU here, before packing (packing and the file format are CPU-only)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for f in _COPY:
@@ -49,7 +50,7 @@ def save_quantized(out_dir: str | Path, model, records: dict, base_dir: str | Pa
     for k, v in model.state_dict().items():
         if k in skip or (tied and k == "lm_head.weight"):
             continue
-        tensors[f"fp.{k}"] = v.detach().to(torch.float32).contiguous()
+        tensors[f"fp.{k}"] = v.detach().cpu().to(torch.float32).contiguous()
     comp = {"codes": 0, "params": 0, "rotations": 0, "fp_linear": 0, "bias": 0}
     n_lin = 0
     for name, lin in qls.items():
@@ -59,28 +60,28 @@ def save_quantized(out_dir: str | Path, model, records: dict, base_dir: str | Pa
         info = {"shape": [m, n]}
         if isinstance(rec, TernaryLayer):
             info.update(kind="ternary", block=rec.block)
-            tensors[f"{name}.codes"] = pack_ternary(rec.t)
-            tensors[f"{name}.mu"] = rec.mu.to(torch.float16).contiguous()
-            tensors[f"{name}.alpha"] = rec.alpha.to(torch.float16).contiguous()
+            tensors[f"{name}.codes"] = pack_ternary(rec.t.cpu())
+            tensors[f"{name}.mu"] = rec.mu.cpu().to(torch.float16).contiguous()
+            tensors[f"{name}.alpha"] = rec.alpha.cpu().to(torch.float16).contiguous()
             comp["codes"] += tensors[f"{name}.codes"].numel()
             comp["params"] += 2 * (tensors[f"{name}.mu"].numel() + tensors[f"{name}.alpha"].numel())
         elif isinstance(rec, Int4Layer):
             info.update(kind="int4")
-            tensors[f"{name}.q4"] = pack_int4(rec.q)
-            tensors[f"{name}.scale"] = rec.scale.to(torch.float16).contiguous()
+            tensors[f"{name}.q4"] = pack_int4(rec.q.cpu())
+            tensors[f"{name}.scale"] = rec.scale.cpu().to(torch.float16).contiguous()
             comp["codes"] += tensors[f"{name}.q4"].numel()
             comp["params"] += 2 * tensors[f"{name}.scale"].numel()
         else:
             info.update(kind="fp")
-            tensors[f"{name}.weight"] = lin.weight.detach().contiguous()
+            tensors[f"{name}.weight"] = lin.weight.detach().cpu().contiguous()
             comp["fp_linear"] += 4 * m * n
         if lin.C is not None:
-            tensors[f"{name}.rot_l"] = lin.C.contiguous()
-            tensors[f"{name}.rot_r"] = lin.B.contiguous()
+            tensors[f"{name}.rot_l"] = lin.C.cpu().contiguous()
+            tensors[f"{name}.rot_r"] = lin.B.cpu().contiguous()
             info["l"], info["r"] = lin.C.shape[0], lin.B.shape[0]
             comp["rotations"] += 4 * (lin.C.numel() + lin.B.numel())
         if lin.bias is not None:
-            tensors[f"{name}.bias"] = lin.bias.contiguous()
+            tensors[f"{name}.bias"] = lin.bias.cpu().contiguous()
             comp["bias"] += 4 * lin.bias.numel()
         layers[name] = info
     save_file(tensors, str(out / "quantized.safetensors"), metadata={"format": "paperflow-quant", "version": str(FORMAT_VERSION)})
@@ -100,7 +101,7 @@ def memory_report(tensors: dict, comp: dict, n_lin: int, records: dict) -> dict:
     if ter:
         counts = torch.zeros(3, dtype=torch.float64)
         for r in ter:
-            counts += torch.bincount((r.t.flatten().to(torch.int64) + 1), minlength=3).to(torch.float64)
+            counts += torch.bincount((r.t.cpu().flatten().to(torch.int64) + 1), minlength=3).to(torch.float64)
         p = counts / counts.sum()
         ent = float(-(p[p > 0] * p[p > 0].log2()).sum())
     out = {
@@ -122,8 +123,10 @@ def memory_report(tensors: dict, comp: dict, n_lin: int, records: dict) -> dict:
     return out
 
 
-def load_quantized(qdir: str | Path):
-    """Rebuild the fake-quant model from a packed dir (weights only; activation bits are set later)."""
+def load_quantized(qdir: str | Path, device: torch.device | str | None = None):
+    """Rebuild the fake-quant model from a packed dir (weights only; activation bits are set later).
+    Unpacking and dequantization run on the CPU; the finished model (rotations included, they are
+    QLinear buffers) is then moved to `device` (None: stays on the CPU)."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
     qdir = Path(qdir)
@@ -164,10 +167,12 @@ def load_quantized(qdir: str | Path):
             lin.C, lin.B = tensors[f"{name}.rot_l"], tensors[f"{name}.rot_r"]
         if f"{name}.bias" in tensors:
             lin.bias = tensors[f"{name}.bias"]
+    if device is not None:
+        model.to(device)
     return model, meta
 
 
-def fp_model_wrapped(model_dir: str | Path):
-    model = load_fp_model(str(model_dir))
+def fp_model_wrapped(model_dir: str | Path, device: torch.device | str | None = None):
+    model = load_fp_model(str(model_dir), device)
     wrap_linears(model)
     return model
