@@ -24,6 +24,19 @@ def n_visible(n_grid: int, mask_ratio: float) -> int:
     return int((1.0 - float(mask_ratio)) * n_grid)
 
 
+def draw_visible(B: int, nonempty: torch.Tensor, n_vis: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """(B, n_vis) indices of visible patches, uniform among `nonempty` (P,) patches.
+
+    The noise is drawn on the generator's device (the CPU when `generator` is None or a plain
+    `torch.Generator()`, from the global CPU stream) and the indices stay there; callers move them
+    to their model's device. On a CPU-only run this is exactly the previous draw
+    (`torch.rand(B, P, generator=g)`, background filled with 2.0, argsort)."""
+    dev = generator.device if generator is not None else torch.device("cpu")
+    noise = torch.rand(B, nonempty.shape[0], generator=generator, device=dev)
+    noise = noise.masked_fill(~nonempty.to(dev), 2.0)
+    return noise.argsort(dim=1)[:, :n_vis]
+
+
 class Block(nn.Module):
     def __init__(self, dim: int, heads: int, mlp_ratio: float = 4.0):
         super().__init__()
@@ -85,11 +98,13 @@ class MAE(nn.Module):
         return x.reshape(B, self.nt, self.t, self.P, self.S).permute(0, 1, 3, 2, 4).reshape(B, self.nt, self.P, self.t * self.S)
 
     def sample_visible(self, B: int, generator: torch.Generator | None = None) -> torch.Tensor:
-        """(B, n_vis) patch indices, uniform among non-empty patches."""
+        """(B, n_vis) patch indices, uniform among non-empty patches, on the model's device.
+
+        Drawn by `draw_visible` on the generator's device (the CPU for a plain `torch.Generator()`),
+        then moved: the same seed gives the same masks whatever device the model sits on, and a CPU
+        generator never meets a CUDA tensor (torch raises on that)."""
         n_vis = n_visible(self.P, self.mask_ratio)
-        noise = torch.rand(B, self.P, generator=generator, device=self.valid.device)
-        noise = noise.masked_fill(~self.nonempty, 2.0)
-        return noise.argsort(dim=1)[:, :n_vis]
+        return draw_visible(B, self.nonempty, n_vis, generator).to(self.valid.device)
 
     def encode(self, x: torch.Tensor, vis: torch.Tensor | None = None) -> torch.Tensor:
         """x (B, T, P, S); vis (B, n) patch indices (None = all non-empty patches).
@@ -117,7 +132,10 @@ class MAE(nn.Module):
         cls, dv = d[:, :1], d[:, 1:].reshape(B, self.nt, n, -1)
         full = (self.mask_token + self.dec_pos_s + self.dec_pos_t).expand(B, -1, -1, -1).clone()
         idx = vis[:, None, :, None].expand(B, self.nt, n, full.shape[-1])
-        full = full.scatter(2, idx, dv)  # visible tokens: no decoder position (no_decode_pos)
+        # visible tokens: no decoder position (no_decode_pos). Under fp16/bf16 autocast (pretrain on CUDA)
+        # dv comes out of a Linear in half precision while `full` (parameter sums) stays float32, and
+        # scatter needs one dtype; on plain float32 runs the cast is a no-op.
+        full = full.scatter(2, idx, dv.to(full.dtype))
         z = torch.cat([cls, full.reshape(B, self.nt * self.P, -1)], dim=1)
         for blk in self.dec_blocks:
             z = blk(z)

@@ -47,6 +47,9 @@ def pretrain(proj: Projector, train_runs: list[np.ndarray], val_runs: list[np.nd
 
     out_dir.mkdir(parents=True, exist_ok=True)
     seed_everything(p["seed"])
+    # CUDA + fp16 autocast when a GPU is visible. Masks below are drawn with CPU generators and moved to
+    # acc.device (MAE.sample_visible), so CPU runs keep their streams and GPU runs get the same masks.
+    # The GPU path has not been run in this repository's tests (CPU only).
     acc = Accelerator(cpu=not torch.cuda.is_available(), mixed_precision="fp16" if torch.cuda.is_available() else "no")
     model = build_model(proj, p)
     bs, steps = p["batch_size"], p["steps"]
@@ -59,7 +62,7 @@ def pretrain(proj: Projector, train_runs: list[np.ndarray], val_runs: list[np.nd
     vrng = stream(p["seed"], "val")
     val_x = torch.from_numpy(sample_clips(val_runs, proj, p["val_clips"], T, vrng)) if val_runs else None
     g = torch.Generator().manual_seed(p["seed"] + 1)
-    val_vis = acc.unwrap_model(model).sample_visible(p["val_clips"], g) if val_runs else None
+    val_vis = acc.unwrap_model(model).sample_visible(p["val_clips"], g).cpu() if val_runs else None
     start, best, history = 0, float("inf"), []
     last = out_dir / "last.pt"
     if last.exists() and p.get("resume", True):
@@ -68,6 +71,8 @@ def pretrain(proj: Projector, train_runs: list[np.ndarray], val_runs: list[np.nd
         opt.load_state_dict(ck["opt"])
         sched.load_state_dict(ck["sched"])
         start, best, history = ck["step"], ck["best"], ck["history"]
+        if ck.get("scaler") is not None and getattr(acc, "scaler", None) is not None:  # fp16 loss scale (CUDA only)
+            acc.scaler.load_state_dict(ck["scaler"])
         log.info("resumed from %s at step %d", last, start)
 
     def evaluate() -> float:
@@ -80,8 +85,11 @@ def pretrain(proj: Projector, train_runs: list[np.ndarray], val_runs: list[np.nd
 
     def save(path: Path, step: int) -> None:
         tmp = path.with_suffix(".tmp")
-        torch.save({"model": acc.unwrap_model(model).state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
-                    "step": step, "best": best, "history": history, "params": p}, tmp)
+        ck = {"model": acc.unwrap_model(model).state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
+              "step": step, "best": best, "history": history, "params": p}
+        if getattr(acc, "scaler", None) is not None:  # fp16 GradScaler on CUDA; absent on CPU (checkpoint unchanged)
+            ck["scaler"] = acc.scaler.state_dict()
+        torch.save(ck, tmp)
         tmp.replace(path)
 
     model.train()
@@ -120,17 +128,24 @@ def pretrain(proj: Projector, train_runs: list[np.ndarray], val_runs: list[np.nd
     return {"best_val_loss": best, "history": history, "initial_loss": history[0]["train_loss"] if history else None}
 
 
-def load_model(proj: Projector, ckpt: Path | None, p: dict[str, Any]):
-    """The encoder from a checkpoint, or randomly initialized (seeded) when ckpt is None."""
+def load_model(proj: Projector, ckpt: Path | None, p: dict[str, Any], device: Any = None):
+    """The encoder from a checkpoint, or randomly initialized (seeded) when ckpt is None; in eval mode
+    on `device` (default: CUDA when available, else the CPU). Built and loaded on the CPU first, so
+    the random init is the same whichever device it ends on."""
     import torch
 
+    from paperflow.core.accel import cuda_available
     from paperflow.core.seeding import seed_everything
 
     seed_everything(p["seed"])
     model = build_model(proj, p)
     if ckpt is not None:
         model.load_state_dict(torch.load(ckpt, map_location="cpu", weights_only=False)["model"])
-    return model.eval()
+    return model.to(device if device is not None else ("cuda" if cuda_available() else "cpu")).eval()
+
+
+def _model_device(model):
+    return next(model.parameters()).device
 
 
 def embed_runs(model, proj: Projector, runs: list[np.ndarray], T: int, batch: int = 64) -> tuple[np.ndarray, np.ndarray]:
@@ -151,9 +166,10 @@ def embed_runs(model, proj: Projector, runs: list[np.ndarray], T: int, batch: in
             owner.append(i)
     owner = np.asarray(owner)
     cls_l, tok_l = [], []
+    dev = _model_device(model)
     with torch.no_grad():
         for s in range(0, len(clips), batch):
-            h = model.encode(torch.from_numpy(np.stack(clips[s:s + batch])))
+            h = model.encode(torch.from_numpy(np.stack(clips[s:s + batch])).to(dev)).float().cpu()
             cls_l.append(h[:, 0].numpy())
             tok_l.append(h[:, 1:].mean(dim=1).numpy())
     cls_a, tok_a = np.concatenate(cls_l), np.concatenate(tok_l)
@@ -173,10 +189,11 @@ def embed_features(model, proj: Projector, state_dir: Path, trait_dir: Path, p: 
     T = p["clip_frames"]
     st_runs, st_ds = load_runs(state_dir, p["space"], "all")
     cls_l, tok_l, pat_l = [], [], []
+    dev = _model_device(model)
     with torch.no_grad():
         for s in range(0, len(st_runs), 64):
             x = torch.from_numpy(np.stack([proj.to_patches(transform_clip(r[:T])) for r in st_runs[s:s + 64]]))
-            h = model.encode(x)
+            h = model.encode(x.to(dev)).float().cpu()  # back on the CPU before numpy
             B = h.shape[0]
             toks = h[:, 1:].reshape(B, model.nt, -1, h.shape[-1])
             cls_l.append(h[:, 0].numpy())

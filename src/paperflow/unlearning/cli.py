@@ -92,7 +92,7 @@ def _finetune(p: argparse.ArgumentParser):
         from paperflow.core.seeding import stream
         from paperflow.unlearning import plan
         from paperflow.unlearning.data import load_split_checked
-        from paperflow.unlearning.model import build_tiny, load_model, load_tokenizer, save_model
+        from paperflow.unlearning.model import build_tiny, default_device, load_model, load_tokenizer, save_model
         from paperflow.unlearning.train import finetune, greedy_metrics, jsonl
 
         params = job_params(a, NAME, lambda c: plan.finetune_params(c, a.split or "full", a.seed))
@@ -103,7 +103,7 @@ def _finetune(p: argparse.ArgumentParser):
             model = build_tiny(m, tok)
         else:
             tok = load_tokenizer(m["pretrained_path"])
-            model = load_model(m["pretrained_path"])
+            model = load_model(m["pretrained_path"], default_device())
         qpa = params["qa_per_author"]
         train_rows = load_split_checked(a.data, params["train_split"], qpa)
         forget = load_split_checked(a.data, params["forget_split"], qpa)
@@ -141,13 +141,13 @@ def _unlearn(p: argparse.ArgumentParser):
         from paperflow.unlearning import plan
         from paperflow.unlearning.data import load_split_checked
         from paperflow.unlearning.methods import build_method
-        from paperflow.unlearning.model import load_model, load_tokenizer, save_model
+        from paperflow.unlearning.model import default_device, load_model, load_tokenizer, save_model
         from paperflow.unlearning.train import encode_rows, frozen_copy, greedy_stop_check, jsonl, unlearn_steps
 
         params = job_params(a, NAME, lambda c: plan.unlearn_params(c, a.method, a.seed))
         _ref_setup(params)
         tok = load_tokenizer(a.full)
-        model = load_model(a.full)
+        model = load_model(a.full, default_device())  # the NPO/RMU reference copy below sits there too
         qpa = params["qa_per_author"]
         forget = load_split_checked(a.data, params["forget_split"], qpa)
         retain = load_split_checked(a.data, params["retain_split"], qpa)
@@ -191,13 +191,13 @@ def _rule(p: argparse.ArgumentParser):
         from paperflow.unlearning.methods import build_method
         from paperflow.unlearning.methods.rule import PROCEDURES
         from paperflow.unlearning.model import save_model
-        from paperflow.unlearning.model import load_model, load_tokenizer
+        from paperflow.unlearning.model import default_device, load_model, load_tokenizer
         from paperflow.unlearning.train import encode_rows, frozen_copy, jsonl
 
         params = job_params(a, NAME, lambda c: plan.rule_params(c, a.kind, a.base_method, a.seed))
         _ref_setup(params)
         tok = load_tokenizer(a.base)
-        model = load_model(a.base)
+        model = load_model(a.base, default_device())  # RULE samples on it before its first training round
         qpa = params["qa_per_author"]
         forget = load_split_checked(a.data, params["forget_split"], qpa)
         retain = load_split_checked(a.data, params["retain_split"], qpa)
@@ -251,12 +251,12 @@ def _sample_run(a, params, model_dir, out):
     from paperflow.core.io import Stage, atomic_path
     from paperflow.core.seeding import seed_everything
     from paperflow.unlearning.evaluate import sample_model
-    from paperflow.unlearning.model import load_model, load_tokenizer
+    from paperflow.unlearning.model import default_device, load_model, load_tokenizer
 
     _threads()
     seed_everything(params["eval_seed"])
     tok = load_tokenizer(a.tokenizer or model_dir)
-    model = load_model(model_dir)
+    model = load_model(model_dir, default_device())  # a granted GPU is used; sampling follows the model
     with Stage("unlearning.sample", config=params, outputs=[out], inputs=[a.data, model_dir], seed=params["eval_seed"]) as st:
         import time
 

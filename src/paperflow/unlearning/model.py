@@ -60,11 +60,31 @@ def build_tiny(m: dict[str, Any], tok) -> Any:
     return LlamaForCausalLM(cfg)
 
 
-def load_model(path: str | Path):
+def default_device() -> str:
+    """Where a stage puts its model: "cuda" when torch sees a GPU, else "cpu"."""
+    from paperflow.core.accel import cuda_available
+
+    return "cuda" if cuda_available() else "cpu"
+
+
+def model_device(model):
+    """The device of the model's parameters (inputs, masks and generators must live there)."""
+    return next(model.parameters()).device
+
+
+def to_device(batch: dict, device) -> dict:
+    """Every tensor of a batch dict on `device` (non-tensors passed through)."""
+    return {k: v.to(device) if hasattr(v, "to") else v for k, v in batch.items()}
+
+
+def load_model(path: str | Path, device="cpu"):
+    """A save_pretrained dir in float32, eval mode, on `device` (loaded on the CPU, then moved). The
+    CLI stages pass `default_device()`; the default stays the CPU for other callers (bench/)."""
     import torch
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
+    model.to(device)
     model.eval()
     return model
 

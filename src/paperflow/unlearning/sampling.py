@@ -4,6 +4,12 @@ n rows (`DynamicCache.batch_repeat_interleave`), and n continuations are decoded
 `sample_one_at_a_time` is the naive baseline (one `generate` call per sample) used by
 bench/unlearning_sampling.py. Decoding: temperature, then top-k, then top-p (HF order), then a draw
 from a seeded `torch.Generator`; greedy = argmax. Generation stops at EOS (not included in output).
+
+Devices: every tensor is created on the model's device (`model_device`), and the sampling generator
+too (a CPU generator cannot drive `torch.multinomial` on CUDA). On the CPU this is the same stream as
+before; on a GPU the draws come from a CUDA generator with the same seed, so GPU samples are
+reproducible on the same hardware but are not the CPU samples (the logits differ in the last bits
+anyway). Only the CPU path is exercised by the tests here.
 """
 
 from __future__ import annotations
@@ -49,26 +55,38 @@ def _choose(logits, dec: Decoder, gen):
     return torch.multinomial(probs, 1, generator=gen).squeeze(-1)
 
 
+def left_pad(chunk: Sequence[Sequence[int]], pad_id: int, device=None):
+    """(ids, attention mask, position ids) of left-padded prompts, each (P, L) long, on `device`."""
+    import torch
+
+    P, L = len(chunk), max(len(p) for p in chunk)
+    ids = torch.full((P, L), pad_id, dtype=torch.long, device=device)
+    mask = torch.zeros((P, L), dtype=torch.long, device=device)
+    for i, p in enumerate(chunk):  # left padding
+        ids[i, L - len(p):] = torch.tensor(list(p), dtype=torch.long, device=device)
+        mask[i, L - len(p):] = 1
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    return ids, mask, pos
+
+
 def sample_shared_prefix(model, prompts: Sequence[Sequence[int]], n: int, dec: Decoder, max_new_tokens: int,
                          eos_id: int, pad_id: int, seed: int, prompts_per_batch: int = 8) -> list[list[list[int]]]:
     """For each prompt, n continuations (token id lists, EOS stripped). Greedy ignores n beyond 1."""
     import torch
 
+    from paperflow.unlearning.model import model_device
+
     if dec.greedy:
         n = 1
-    gen = torch.Generator().manual_seed(int(seed))
+    dev = model_device(model)
+    gen = torch.Generator(device=dev).manual_seed(int(seed))  # CPU: the same stream as torch.Generator()
     results: list[list[list[int]]] = []
     model.eval()
     with torch.no_grad():
         for start in range(0, len(prompts), prompts_per_batch):
             chunk = prompts[start: start + prompts_per_batch]
-            P, L = len(chunk), max(len(p) for p in chunk)
-            ids = torch.full((P, L), pad_id, dtype=torch.long)
-            mask = torch.zeros((P, L), dtype=torch.long)
-            for i, p in enumerate(chunk):  # left padding
-                ids[i, L - len(p):] = torch.tensor(list(p))
-                mask[i, L - len(p):] = 1
-            pos = (mask.cumsum(-1) - 1).clamp(min=0)
+            P = len(chunk)
+            ids, mask, pos = left_pad(chunk, pad_id, dev)
             out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)
             cache = out.past_key_values
             logits = out.logits[:, -1]
@@ -79,7 +97,7 @@ def sample_shared_prefix(model, prompts: Sequence[Sequence[int]], n: int, dec: D
                 pos = pos.repeat_interleave(n, 0)
             B = P * n
             next_pos = pos[:, -1:] + 1
-            finished = torch.zeros(B, dtype=torch.bool)
+            finished = torch.zeros(B, dtype=torch.bool, device=dev)
             steps = []
             for _ in range(max_new_tokens):
                 tok = _choose(logits, dec, gen)
@@ -88,13 +106,13 @@ def sample_shared_prefix(model, prompts: Sequence[Sequence[int]], n: int, dec: D
                 finished |= tok == eos_id
                 if bool(finished.all()):
                     break
-                mask = torch.cat([mask, torch.ones((B, 1), dtype=mask.dtype)], 1)
+                mask = torch.cat([mask, torch.ones((B, 1), dtype=mask.dtype, device=dev)], 1)
                 out = model(input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos,
                             past_key_values=cache, use_cache=True)
                 cache = out.past_key_values
                 logits = out.logits[:, -1]
                 next_pos = next_pos + 1
-            gen_ids = torch.stack(steps, 1).tolist() if steps else [[] for _ in range(B)]
+            gen_ids = torch.stack(steps, 1).cpu().tolist() if steps else [[] for _ in range(B)]
             for i in range(P):
                 conts = []
                 for j in range(n):
@@ -109,11 +127,14 @@ def sample_one_at_a_time(model, prompts: Sequence[Sequence[int]], n: int, dec: D
     """Baseline: one HF `generate` call per sample (the prompt is prefilled n times)."""
     import torch
 
-    torch.manual_seed(int(seed))
+    from paperflow.unlearning.model import model_device
+
+    torch.manual_seed(int(seed))  # seeds the CPU and every CUDA generator
+    dev = model_device(model)
     results = []
     with torch.no_grad():
         for p in prompts:
-            x = torch.tensor([list(p)])
+            x = torch.tensor([list(p)], device=dev)
             conts = []
             for _ in range(1 if dec.greedy else n):
                 out = model.generate(x, attention_mask=torch.ones_like(x), do_sample=not dec.greedy,
@@ -123,7 +144,7 @@ def sample_one_at_a_time(model, prompts: Sequence[Sequence[int]], n: int, dec: D
                                      max_new_tokens=max_new_tokens, pad_token_id=pad_id,
                                      # eos_id < 0: never stop early (benchmarks with a fixed amount of work)
                                      **({"eos_token_id": eos_id} if eos_id >= 0 else {"min_new_tokens": max_new_tokens}))
-                seq = out[0, x.shape[1]:].tolist()
+                seq = out[0, x.shape[1]:].cpu().tolist()
                 conts.append(seq[: seq.index(eos_id)] if eos_id in seq else seq)
             results.append(conts)
     return results

@@ -1,7 +1,9 @@
 """Training loops: fine-tuning (original / retrain), greedy-calibrated unlearning, greedy checks.
 
-All loops go through accelerate (device chosen by it; CPU here) and draw batches from named numpy
-streams, so the same config + seed gives the same checkpoints on CPU.
+All loops go through accelerate (device chosen by it: CUDA when visible, else CPU) and draw batches
+from named numpy streams, so the same config + seed gives the same checkpoints on CPU. Batches,
+greedy checks (sampling.py) and a method's frozen reference model follow the policy model's device;
+the CUDA path is written for but not exercised by the tests here (CPU only).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import numpy as np
 
 from paperflow.core.progress import progress
 from paperflow.unlearning.judge import make_judge, rougeL_recall
-from paperflow.unlearning.model import collate, encode_pair, encode_prompt, mean_ce
+from paperflow.unlearning.model import collate, encode_pair, encode_prompt, mean_ce, model_device, to_device
 from paperflow.unlearning.sampling import GREEDY, sample_shared_prefix
 
 log = logging.getLogger(__name__)
@@ -27,10 +29,6 @@ def _accelerator():
     from accelerate import Accelerator
 
     return Accelerator()
-
-
-def _to(batch: dict, device) -> dict:
-    return {k: v.to(device) for k, v in batch.items()}
 
 
 def greedy_answers(model, tok, questions: Sequence[str], max_new_tokens: int, batch: int = 32) -> list[str]:
@@ -67,7 +65,7 @@ def finetune(model, tok, rows: Sequence[dict], p: dict[str, Any], rng: np.random
     logs = []
     for step in progress(range(steps), "finetune"):
         idx = rng.choice(len(items), size=min(p["batch_size"], len(items)), replace=False)
-        batch = _to(collate([items[i] for i in idx], tok.pad_token_id), acc.device)
+        batch = to_device(collate([items[i] for i in idx], tok.pad_token_id), model_device(model))
         loss = mean_ce(model, batch)
         opt.zero_grad()
         acc.backward(loss)
@@ -88,6 +86,12 @@ def frozen_copy(model):
     return ref
 
 
+def place_ref(method, model) -> None:
+    """Put the method's frozen reference model (NPO, RMU) on the policy model's device."""
+    if getattr(method, "ref", None) is not None:
+        method.ref.to(model_device(model))
+
+
 def draw(rng: np.random.Generator, n_items: int, size: int, weights: np.ndarray | None = None) -> np.ndarray:
     size = min(size, n_items) if weights is None else size
     if weights is None:
@@ -106,16 +110,16 @@ def unlearn_steps(model, tok, method, forget_items: list, retain_items: list, p:
     acc = _accelerator()
     opt = torch.optim.AdamW([q for q in model.parameters() if q.requires_grad], lr=p["lr"], weight_decay=0.0)
     model, opt = acc.prepare(model, opt)
-    if method.ref is not None:
-        method.ref.to(acc.device)
+    place_ref(method, model)
     logs: list[dict] = []
     done = 0
     model.train()
     for step in progress(range(1, n_steps + 1), "unlearn"):
         fi = draw(rng, len(forget_items), p["batch_forget"], forget_weights)
         ri = draw(rng, len(retain_items), p["batch_retain"])
-        fb = _to(collate([forget_items[i] for i in fi], tok.pad_token_id), acc.device)
-        rb = _to(collate([retain_items[i] for i in ri], tok.pad_token_id), acc.device)
+        dev = model_device(model)
+        fb = to_device(collate([forget_items[i] for i in fi], tok.pad_token_id), dev)
+        rb = to_device(collate([retain_items[i] for i in ri], tok.pad_token_id), dev)
         loss, info = method.loss(model, fb, rb)
         opt.zero_grad()
         acc.backward(loss)

@@ -18,13 +18,16 @@ class RMU(Method):
         super().__init__(params, ref_model)
         self._u = None
 
-    def _control(self, d):
+    def _control(self, d, device=None):
+        """c * u, u drawn once on the CPU (seeded, the same vector on any device), then put on `device`."""
         import torch
 
         if self._u is None:
             g = torch.Generator().manual_seed(int(self.p.get("seed_u", 0)))
             u = torch.rand(d, generator=g)
             self._u = u / u.norm()
+        if device is not None and self._u.device != torch.device(device):
+            self._u = self._u.to(device)  # cached there: one copy, not one per step
         return float(self.p.get("steering_coef") or 2.0) * self._u
 
     def forget_loss(self, model, fb):
@@ -32,7 +35,7 @@ class RMU(Method):
         h = _hidden(model, fb, layer)
         mask = (fb["labels"] != -100).float()
         d = h.shape[-1]
-        err = ((h - self._control(d)) ** 2).sum(-1) / d
+        err = ((h - self._control(d, h.device)) ** 2).sum(-1) / d
         return (err * mask).sum() / mask.sum().clamp(min=1)
 
     def retain_loss(self, model, rb):
