@@ -20,3 +20,18 @@ def test_train_seed_paired_with_noise_seed():
     assert len(clean) == 3
     p = plan.train_params(cfg, next(iter(cfg["datasets"])), "plain", 16, "sym", "0.4", 11)
     assert p["train_seed"] == 6
+
+
+def test_full_grid_config_covers_the_issue_grid():
+    """config/hashing_grid.yaml (run by hand) plans every code length x noise rate x seed of the issue."""
+    from pathlib import Path
+
+    from paperflow.core.config import load_config
+
+    cfg = load_config(Path(__file__).resolve().parents[2] / "config" / "hashing_grid.yaml")["hashing"]
+    runs = plan.runs(cfg)
+    main = [r for r in runs if r["method"] != "rfcmh_paper"]
+    assert {r["bits"] for r in main} == {16, 32, 64, 128}
+    assert {float(r["rate"]) for r in main if r["mode"] == "sym"} == {0.0, 0.2, 0.4, 0.6, 0.8}
+    cells = {(r["method"], r["bits"], r["mode"], r["rate"]) for r in main}
+    assert len(main) == 3 * len(cells) == 3 * 4 * 4 * 6  # 4 methods x 4 lengths x 6 settings, 3 seeds each
