@@ -21,6 +21,7 @@ def test_help_and_studies():
 
 def test_stage_runs_by_hand_from_config(tmp_path):
     out = tmp_path / "cell.json"
-    p = _run("bandits", "simulate", "--config", "config/test.yaml", "--cell", "main/small_k/blce/300/0", "--out", str(out))
+    p = _run("bandits", "simulate", "--config", "config/test.yaml", "--exp", "main", "--regime", "small_k", "--variant",
+             "blce", "--T", "300", "--seed", "0", "--out", str(out))
     assert p.returncode == 0, p.stderr
     assert out.exists() and (tmp_path / "cell.json.manifest.json").exists()

@@ -1,4 +1,9 @@
-"""Stage functions of the bandits study: explicit paths in, files out (atomic, with manifests)."""
+"""BLCE / BLCE-G linear contextual bandits with O(log log T) updates.
+
+The reference study of the stage contract (docs/adding-a-study.md): each stage is a plain function with
+explicit paths and a typed parameters object; `paperflow bandits <stage>` is generated from it by
+`paperflow.core.cli`. simulate (one cell) → aggregate → figures → summary.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +11,41 @@ import logging
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
-from paperflow.bandits.simulate import run_one
+from paperflow.bandits import plan
+from paperflow.core.cli import stage
 from paperflow.core.io import Stage, read_json, write_json
+from paperflow.core.stats import mean_se
 
 log = logging.getLogger(__name__)
 
 
-def simulate(params: Mapping[str, Any], out: str | Path) -> dict[str, Any]:
+class SimulateParams(TypedDict):
+    """What one simulation cell depends on (built by `plan.job_params`)."""
+
+    exp: str
+    regime: str
+    variant: str
+    algo: str
+    K: int
+    d: int
+    T: int
+    seed: int
+    env: dict[str, Any]
+    algo_params: dict[str, Any]
+    betas: list[float]
+    beta_mode: str
+    c_beta: float
+
+
+@stage(plan=plan.job_params)
+def simulate(params: SimulateParams, *, out: Path) -> dict[str, Any]:
     """Run one cell (experiment, regime, algorithm, T, seed) for every β in params['betas']."""
+    from paperflow.bandits.simulate import run_one
+
     runs = []
     with Stage("bandits.simulate", config=params, outputs=[out], seed=params["seed"]) as st:
         for beta in params["betas"]:
@@ -35,12 +63,12 @@ def simulate(params: Mapping[str, Any], out: str | Path) -> dict[str, Any]:
 
 
 def _mean_se(x: Sequence[float]) -> tuple[float, float]:
-    a = np.asarray(x, dtype=float)
-    se = float(a.std(ddof=1) / np.sqrt(len(a))) if len(a) > 1 else 0.0
-    return float(a.mean()), se
+    m, se = mean_se(x)
+    return m, (0.0 if se is None else se)
 
 
-def aggregate(inputs: Sequence[str | Path], out: str | Path) -> dict[str, Any]:
+@stage()
+def aggregate(inputs: list[Path], *, out: Path) -> dict[str, Any]:
     """Collect every cell into one metrics file: per (exp, regime, variant, T, β) seed statistics."""
     groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for f in inputs:
@@ -72,3 +100,21 @@ def aggregate(inputs: Sequence[str | Path], out: str | Path) -> dict[str, Any]:
         write_json(out, metrics)
         st.metrics = {"n_rows": len(rows), "n_cells": len(inputs)}
     return metrics
+
+
+@stage()
+def figures(*, metrics: Path, outdir: Path) -> list[Path]:
+    """Draw the study's figures from metrics.json."""
+    from paperflow.bandits.figures import FIGURES, make_all
+
+    outs = [Path(outdir) / n for n in FIGURES]
+    with Stage("bandits.figures", config={}, outputs=outs, inputs=[metrics]):
+        return make_all(read_json(metrics), outdir)
+
+
+@stage()
+def summary(params: dict[str, Any], *, metrics: Path, out: Path) -> None:
+    """Write summary.md: claims, measured numbers, verdicts (params: the study's config section)."""
+    from paperflow.bandits.report import write
+
+    write(read_json(metrics), params, out, [str(metrics)])

@@ -17,6 +17,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from paperflow.core.resources import RESOURCES_SCHEMA
+
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SCHEMA_DIR = REPO_ROOT / "workflow" / "schemas"
 
@@ -34,6 +36,11 @@ def load_schema(schema_dir: Path = SCHEMA_DIR) -> dict[str, Any]:
         sub = yaml.safe_load(f.read_text())
         sub.pop("$schema", None)  # a nested $schema switches dialect and silently disables default-filling
         sub.setdefault("default", {})  # a config that omits a study gets it with its defaults (disabled)
+        # every study takes `resources` (one definition: RESOURCES_SCHEMA); a study file may only name
+        # its stages there (`resources: {propertyNames: {enum: [...]}}`)
+        sprops = sub.setdefault("properties", {})
+        own = sprops.get("resources") or {}
+        sprops["resources"] = {**RESOURCES_SCHEMA, **{k: own[k] for k in ("propertyNames",) if k in own}}
         props[study] = sub
     return schema
 

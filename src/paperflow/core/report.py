@@ -6,26 +6,39 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from paperflow.core.io import Stage, read_manifest, write_text
+from paperflow.core.verdict import Outcome, Verdict
 
-Verdict = Literal["held", "did not hold", "partly", "not testable at this scale"]
+NO_PAPER_NUMBER = "no number in the paper"
 
 
 @dataclass
 class Claim:
+    """One row of a summary's claims table. Build it with :meth:`judged` from a `core.verdict.Verdict`
+    so the outcome and its one-line reason come from the shared helper."""
+
     claim: str  # the paper's claim (or the spec's acceptance item), in words
-    measured: str  # our number(s), as measured, with seeds / s.e. where relevant
-    verdict: Verdict
+    measured: str  # our number(s), as measured, with seeds / s.e. / CI where relevant
+    verdict: Outcome
     source: str = "paper"  # paper | spec | recon
+    paper: str = NO_PAPER_NUMBER  # the paper's own number for this claim
+    sample: str = ""  # what the verdict rests on: seeds, episodes, pairs ...
+    reason: str = ""  # the verdict helper's one-line reason
+
+    @classmethod
+    def judged(cls, claim: str, measured: str, verdict: Verdict, *, sample: str, paper: str = NO_PAPER_NUMBER,
+               source: str = "paper") -> "Claim":
+        return cls(claim, measured, verdict.outcome, source, paper, sample, verdict.reason)
 
     def row(self) -> str:
-        return f"| {self.claim} | {self.measured} | {self.verdict} |"
+        return (f"| {self.claim} | {self.paper} | {self.measured} | {self.sample or '—'} | **{self.verdict}** | "
+                f"{self.reason or '—'} |")
 
 
 def claims_table(claims: Sequence[Claim]) -> str:
-    lines = ["| claim | measured here | verdict |", "|---|---|---|"]
+    lines = ["| claim | paper | measured here | sample | verdict | why |", "|---|---|---|---|---|---|"]
     lines += [c.row() for c in claims]
     return "\n".join(lines)
 
@@ -42,12 +55,13 @@ def write_summary(path: str | Path, study: str, title: str, claims: Sequence[Cla
 
 
 def aggregate(summaries: Sequence[str | Path], out: str | Path) -> None:
-    rows = ["| study | claim | measured here | verdict |", "|---|---|---|---|"]
+    rows = ["| study | claim | paper | measured here | sample | verdict |", "|---|---|---|---|---|---|"]
     for s in summaries:
         man = read_manifest(s)
         for c in man["metrics"]["claims"]:
             rows.append(f"| [{man['study']}]({Path(s).relative_to(Path(out).parent)}) | {c['claim']} | "
-                        f"{c['measured']} | {c['verdict']} |")
+                        f"{c.get('paper', NO_PAPER_NUMBER)} | {c['measured']} | {c.get('sample') or '—'} | "
+                        f"{c['verdict']} |")
     text = ("# paperflow — results summary\n\nBuilt from each study's summary manifest; every number was "
             "measured by this run. Per-study details: the linked summaries.\n\n" + "\n".join(rows) + "\n")
     with Stage("report.summary", config={"summaries": [str(s) for s in summaries]}, outputs=[out], inputs=summaries):

@@ -1,0 +1,148 @@
+"""The one checkpoint scheme for every training stage: safetensors + JSON, never pickle.
+
+A checkpoint is a directory written atomically (temp dir, then rename):
+
+    <dir>/model.safetensors      model state_dict (tensors only)
+    <dir>/optimizer.safetensors  optimizer state tensors, flattened as "state.<param>.<key>"
+    <dir>/rng.safetensors        torch CPU RNG state (+ CUDA when present)
+    <dir>/state.json             step, optimizer scalars/param groups, scheduler state, numpy RNG, extra
+
+`save_training_state` is called every N steps; `load_training_state` restores everything so the rerun
+continues on the same path: a resumed run ends with the same weights as an uninterrupted one (tests).
+Final weights are written with :func:`save_weights` (safetensors) and read with :func:`load_weights`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from paperflow.core.io import atomic_path
+
+STATE_FILE = "state.json"
+
+
+def _to_cpu(t: Any) -> Any:
+    return t.detach().to("cpu").contiguous()
+
+
+def save_weights(path: str | Path, model_or_state: Any, metadata: Mapping[str, str] | None = None) -> Path:
+    """Write a model's state_dict (or a dict of tensors) as one safetensors file, atomically.
+    Tied/shared tensors are cloned so safetensors accepts them."""
+    from safetensors.torch import save_file
+
+    sd = model_or_state.state_dict() if hasattr(model_or_state, "state_dict") else model_or_state
+    seen: dict[int, str] = {}
+    out = {}
+    for k, v in sd.items():
+        v = _to_cpu(v)
+        ptr = v.untyped_storage().data_ptr() if v.numel() else id(v)
+        out[k] = v.clone() if ptr in seen else v
+        seen.setdefault(ptr, k)
+    with atomic_path(path) as tmp:
+        save_file(out, str(tmp), metadata=dict(metadata or {}))
+    return Path(path)
+
+
+def load_weights(path: str | Path, model: Any | None = None, strict: bool = True) -> dict[str, Any]:
+    """Read a safetensors state dict; load it into `model` when given. Returns the tensors."""
+    from safetensors.torch import load_file
+
+    sd = load_file(str(path), device="cpu")
+    if model is not None:
+        model.load_state_dict(sd, strict=strict)
+    return sd
+
+
+def _split_optimizer(opt_sd: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    import torch
+
+    tensors: dict[str, Any] = {}
+    scalars: dict[str, Any] = {}
+    for pid, st in opt_sd["state"].items():
+        for k, v in st.items():
+            if isinstance(v, torch.Tensor):
+                tensors[f"state.{pid}.{k}"] = _to_cpu(v)
+            else:
+                scalars[f"{pid}.{k}"] = v
+    return tensors, {"param_groups": opt_sd["param_groups"], "scalars": scalars}
+
+
+def _join_optimizer(tensors: Mapping[str, Any], meta: Mapping[str, Any]) -> dict[str, Any]:
+    state: dict[int, dict[str, Any]] = {}
+    for name, v in tensors.items():
+        _, pid, key = name.split(".", 2)
+        state.setdefault(int(pid), {})[key] = v
+    for name, v in meta["scalars"].items():
+        pid, key = name.split(".", 1)
+        state.setdefault(int(pid), {})[key] = v
+    return {"state": state, "param_groups": meta["param_groups"]}
+
+
+def save_training_state(ckpt_dir: str | Path, *, model: Any, optimizer: Any | None = None, step: int,
+                        scheduler: Any | None = None, np_rng: np.random.Generator | None = None,
+                        extra: Mapping[str, Any] | None = None) -> Path:
+    """Write a resumable checkpoint directory atomically (replaces any older one at `ckpt_dir`)."""
+    import torch
+    from safetensors.torch import save_file
+
+    ckpt_dir = Path(ckpt_dir)
+    with atomic_path(ckpt_dir) as tmp:
+        tmp.mkdir(parents=True)
+        save_weights(tmp / "model.safetensors", model)
+        meta: dict[str, Any] = {"step": int(step), "extra": dict(extra or {})}
+        if optimizer is not None:
+            tensors, ometa = _split_optimizer(optimizer.state_dict())
+            save_file(tensors, str(tmp / "optimizer.safetensors"))
+            meta["optimizer"] = ometa
+        rng = {"torch_cpu": torch.get_rng_state()}
+        if torch.cuda.is_available():
+            for i, s in enumerate(torch.cuda.get_rng_state_all()):
+                rng[f"torch_cuda_{i}"] = s
+        save_file(rng, str(tmp / "rng.safetensors"))
+        if scheduler is not None:
+            meta["scheduler"] = scheduler.state_dict()
+        if np_rng is not None:
+            meta["np_rng"] = np_rng.bit_generator.state
+        (tmp / STATE_FILE).write_text(json.dumps(meta, default=_json_default))
+    return ckpt_dir
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"not JSON serialisable in a checkpoint: {type(o).__name__}")
+
+
+def has_checkpoint(ckpt_dir: str | Path) -> bool:
+    return (Path(ckpt_dir) / STATE_FILE).is_file()
+
+
+def load_training_state(ckpt_dir: str | Path, *, model: Any, optimizer: Any | None = None,
+                        scheduler: Any | None = None, np_rng: np.random.Generator | None = None) -> dict[str, Any]:
+    """Restore a checkpoint written by :func:`save_training_state`; returns {'step', 'extra'}."""
+    import torch
+    from safetensors.torch import load_file
+
+    ckpt_dir = Path(ckpt_dir)
+    meta = json.loads((ckpt_dir / STATE_FILE).read_text())
+    load_weights(ckpt_dir / "model.safetensors", model)
+    if optimizer is not None and "optimizer" in meta:
+        tensors = load_file(str(ckpt_dir / "optimizer.safetensors"), device="cpu")
+        optimizer.load_state_dict(_join_optimizer(tensors, meta["optimizer"]))
+    rng = load_file(str(ckpt_dir / "rng.safetensors"))
+    torch.set_rng_state(rng["torch_cpu"])
+    cuda = [rng[k] for k in sorted(rng) if k.startswith("torch_cuda_")]
+    if cuda and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(cuda)
+    if scheduler is not None and "scheduler" in meta:
+        scheduler.load_state_dict(meta["scheduler"])
+    if np_rng is not None and "np_rng" in meta:
+        np_rng.bit_generator.state = meta["np_rng"]
+    return {"step": int(meta["step"]), "extra": meta.get("extra", {})}

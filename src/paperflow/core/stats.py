@@ -1,0 +1,137 @@
+"""Small statistics every study reports with: mean ± s.e., t and bootstrap CIs, Wilson intervals,
+paired differences across seeds, and a log-log slope with its CI. One implementation, used everywhere."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A point estimate with its uncertainty: `lo`/`hi` bound a CI (None when n is too small for one)."""
+
+    value: float
+    lo: float | None = None
+    hi: float | None = None
+    n: int = 1
+    se: float | None = None
+
+    @property
+    def has_ci(self) -> bool:
+        return self.lo is not None and self.hi is not None
+
+    def fmt(self, digits: int = 3, unit: str = "seeds") -> str:
+        v = f"{self.value:.{digits}f}"
+        if self.has_ci:
+            return f"{v} [{self.lo:.{digits}f}, {self.hi:.{digits}f}] (n = {self.n} {unit})"
+        return f"{v} (n = {self.n} {unit}, no CI)"
+
+
+def mean_se(x: Sequence[float]) -> tuple[float, float | None]:
+    """Mean and standard error (None with fewer than 2 values: one seed has no s.e.)."""
+    a = np.asarray(list(x), dtype=float)
+    if a.size == 0:
+        raise ValueError("mean_se of an empty sample")
+    if a.size < 2:
+        return float(a.mean()), None
+    return float(a.mean()), float(a.std(ddof=1) / math.sqrt(a.size))
+
+
+def fmt_mean_se(x: Sequence[float], digits: int = 3, unit: str = "seeds") -> str:
+    """'0.123 ± 0.004 (3 seeds)'; one value prints '0.123 (1 seed, no s.e.)' — never '± 0.000'."""
+    vals = list(x)
+    m, se = mean_se(vals)
+    n = len(vals)
+    if se is None:
+        return f"{m:.{digits}f} (1 {unit.rstrip('s')}, no s.e.)"
+    return f"{m:.{digits}f} ± {se:.{digits}f} ({n} {unit})"
+
+
+def t_ci(x: Sequence[float], level: float = 0.95) -> Estimate:
+    """Mean with a Student-t CI across independent replicates (seeds)."""
+    from scipy import stats
+
+    a = np.asarray(list(x), dtype=float)
+    m, se = mean_se(a)
+    if se is None:
+        return Estimate(m, None, None, int(a.size), None)
+    if se == 0.0:
+        return Estimate(m, m, m, int(a.size), 0.0)
+    h = float(stats.t.ppf(0.5 + level / 2, a.size - 1)) * se
+    return Estimate(m, m - h, m + h, int(a.size), se)
+
+
+def paired_diff(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> Estimate:
+    """a − b paired by position (the same seeds), with a t CI of the mean difference."""
+    a_, b_ = np.asarray(list(a), float), np.asarray(list(b), float)
+    if a_.shape != b_.shape:
+        raise ValueError(f"paired_diff needs equal lengths, got {a_.size} and {b_.size}")
+    return t_ci(a_ - b_, level)
+
+
+def bootstrap_ci(x: Sequence[float] | np.ndarray, stat: Callable[[np.ndarray], float] = np.mean,
+                 n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> Estimate:
+    """Percentile bootstrap CI of `stat` over the first axis of x."""
+    a = np.asarray(x, dtype=float)
+    n = a.shape[0]
+    if n < 2:
+        return Estimate(float(stat(a)), None, None, n)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n, size=(n_boot, n))
+    boots = np.array([stat(a[i]) for i in idx])
+    q = (1 - level) / 2
+    return Estimate(float(stat(a)), float(np.quantile(boots, q)), float(np.quantile(boots, 1 - q)), n,
+                    float(boots.std(ddof=1)))
+
+
+def wilson(k: int, n: int, level: float = 0.95) -> Estimate:
+    """Success rate k/n with the Wilson score interval."""
+    from scipy import stats
+
+    if n <= 0:
+        raise ValueError("wilson needs n > 0")
+    z = float(stats.norm.ppf(0.5 + level / 2))
+    p = k / n
+    den = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return Estimate(p, max(0.0, centre - half), min(1.0, centre + half), n)
+
+
+@dataclass(frozen=True)
+class SlopeFit:
+    slope: float
+    lo: float | None
+    hi: float | None
+    r2: float
+    n: int
+    monotone: bool  # y strictly monotone in x in the fitted direction
+
+    def estimate(self) -> Estimate:
+        return Estimate(self.slope, self.lo, self.hi, self.n)
+
+
+def linear_fit(x: Sequence[float], y: Sequence[float], level: float = 0.95) -> SlopeFit:
+    """Least-squares slope of y on x with its t CI, R² and whether y is monotone in the slope's direction.
+    For a log-log slope pass logs."""
+    from scipy import stats
+
+    xa, ya = np.asarray(list(x), float), np.asarray(list(y), float)
+    n = xa.size
+    if n < 2 or np.ptp(xa) == 0:
+        raise ValueError("linear_fit needs ≥ 2 distinct x values")
+    res = stats.linregress(xa, ya)
+    order = np.argsort(xa)
+    dy = np.diff(ya[order])
+    monotone = bool(np.all(dy < 0)) if res.slope < 0 else bool(np.all(dy > 0))
+    if n > 2:
+        h = float(stats.t.ppf(0.5 + level / 2, n - 2)) * float(res.stderr)
+        lo, hi = float(res.slope) - h, float(res.slope) + h
+    else:
+        lo = hi = None
+    r2 = float(res.rvalue ** 2) if np.ptp(ya) > 0 else 0.0
+    return SlopeFit(float(res.slope), lo, hi, r2, n, monotone)

@@ -1,0 +1,5 @@
+"""Model building blocks several studies share (a study's own model stays in its package).
+
+- `paperflow.nn.transformer`: a small pre-norm transformer with RoPE, causal or bidirectional, with
+  hooks for per-layer hidden states, attention maps and the rotary tables.
+"""
