@@ -41,8 +41,35 @@ def load_schema(schema_dir: Path = SCHEMA_DIR) -> dict[str, Any]:
         sprops = sub.setdefault("properties", {})
         own = sprops.get("resources") or {}
         sprops["resources"] = {**RESOURCES_SCHEMA, **{k: own[k] for k in ("propertyNames",) if k in own}}
+        _module_enums(sub)
         props[study] = sub
     return schema
+
+
+ENUM_MODULES_KEY = "x-enum-modules"
+
+
+def _module_enums(node: Any) -> None:
+    """Replace `x-enum-modules: paperflow.<study>.methods` anywhere in a schema with an `enum` of that
+    package's module names (discovered from the files, without importing them): a method is one file,
+    and the schema's list of valid names comes from the registry package itself."""
+    import pkgutil
+    from importlib.util import find_spec
+
+    if isinstance(node, dict):
+        pkg = node.pop(ENUM_MODULES_KEY, None)
+        if pkg is not None:
+            spec = find_spec(pkg)
+            if spec is None or not spec.submodule_search_locations:
+                raise ConfigError(f"schema error: {ENUM_MODULES_KEY} names {pkg!r}, which is not a package")
+            names = sorted(m.name for m in pkgutil.iter_modules(spec.submodule_search_locations)
+                           if not m.name.startswith("_"))
+            node["enum"] = names
+        for v in node.values():
+            _module_enums(v)
+    elif isinstance(node, list):
+        for v in node:
+            _module_enums(v)
 
 
 def study_names(schema_dir: Path = SCHEMA_DIR) -> list[str]:
