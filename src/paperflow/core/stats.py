@@ -99,7 +99,9 @@ def wilson(k: int, n: int, level: float = 0.95) -> Estimate:
     den = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / den
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return Estimate(p, max(0.0, centre - half), min(1.0, centre + half), n)
+    lo = 0.0 if k == 0 else max(0.0, centre - half)
+    hi = 1.0 if k == n else min(1.0, centre + half)
+    return Estimate(p, lo, hi, n)
 
 
 @dataclass(frozen=True)
