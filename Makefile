@@ -40,7 +40,7 @@ lint: install
 	$(BIN)/snakemake --lint
 
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=15
 
 clean:
 	rm -rf results logs benchmarks .snakemake

@@ -51,6 +51,34 @@ def only_studies(tmp: Path, keep: set[str], base: Path | None = None, edit=None)
 @pytest.fixture(scope="session")
 def smk_run(tmp_path_factory) -> Path:
     """The whole workflow run once on config/test.yaml (every enabled study); returns the workdir."""
+    import time
+
     wd = tmp_path_factory.mktemp("smk_test_run")
+    t0 = time.perf_counter()
     snakemake(wd, "--cores", "2", "all")
+    _SMOKE_S.append(time.perf_counter() - t0)
     return wd
+
+
+# ---- test time per study (printed at the end of every run; budget: ≤ 30 s per study on 2 cores) ----
+_TIMES: dict[str, float] = {}
+_SMOKE_S: list[float] = []
+
+
+def pytest_runtest_logreport(report):  # noqa: D103
+    parts = Path(report.nodeid.split("::")[0]).parts
+    group = parts[1] if len(parts) > 2 and parts[0] == "tests" else "(top)"
+    _TIMES[group] = _TIMES.get(group, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):  # noqa: D103
+    if not _TIMES:
+        return
+    tr = terminalreporter
+    tr.section("test time per study (s; setup incl. fixtures)")
+    for group, t in sorted(_TIMES.items(), key=lambda kv: -kv[1]):
+        tr.write_line(f"{group:<14} {t:8.1f}")
+    if _SMOKE_S:
+        tr.write_line(f"{'(shared smoke run of config/test.yaml, counted in the first group that used it)'}: "
+                      f"{_SMOKE_S[0]:.1f} s")
+    tr.write_line(f"{'total':<14} {sum(_TIMES.values()):8.1f}")
