@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from paperflow.core.report import Claim
-from paperflow.core.stats import Estimate, linear_fit, paired_diff, t_ci
+from paperflow.core.stats import Estimate, fmt_mean_se, linear_fit, paired_diff, t_ci
 from paperflow.core.verdict import (HELD, INCONCLUSIVE, NOT_HELD, NOT_TESTABLE, PARTLY, Thresholds, Verdict,
                                     combine, judge)
 
@@ -62,10 +62,8 @@ def _seeds(n: int) -> str:
 
 
 def _acc(scores: Sequence[float]) -> str:
-    est = t_ci(scores)
-    if est.has_ci:
-        return f"{est.value:.3f} [{est.lo:.3f}, {est.hi:.3f}]"
-    return f"{est.value:.3f} (1 split, no CI)"
+    """Mean ± s.e. over splits ('(1 split, no s.e.)' for one)."""
+    return fmt_mean_se(scores, unit="splits")
 
 
 def _too_few_subjects(n_subjects: int, cfg: Mapping[str, Any]) -> str | None:
@@ -84,10 +82,10 @@ def projection(chk: Mapping[str, Any], cfg: Mapping[str, Any]) -> Claim:
     untestable = None
     if not int(chk.get("D", 0)) or not rng > 0:
         untestable = f"degenerate test field (range {rng:g}, D = {chk.get('D', 0)}): nothing to compare"
-    v = judge(Estimate(diff, n=1), rule, untestable=untestable, what="max |operator − per-frame|")
+    v = judge(Estimate(diff, n=1), rule, untestable=untestable, what="max abs. difference operator vs per-frame")
     return Claim.judged("Projection (volume→surface→flat) as one sparse operator equals the per-frame path "
                         "(nilearn vol_to_surf + barycentric interpolation)",
-                        f"max |diff| {diff:.2e} on the MNI-y field (range {rng:.0f} mm), D={chk.get('D')} pixels", v,
+                        f"max abs. difference {diff:.2e} on the MNI-y field (range {rng:.0f} mm), D={chk.get('D')} pixels", v,
                         sample="1 field × every flat pixel (deterministic)", source="spec")
 
 
@@ -239,8 +237,9 @@ def scaling(fit: Mapping[str, Any], cfg: Mapping[str, Any], n_seeds: int = 1) ->
     elif init and len(init) == n:
         gain = [1 - l / i for l, i in zip(loss, init)]
         if max(gain) < float(cfg["min_rel_improvement"]):
-            untestable = (f"the runs barely trained (best loss at most {100 * max(gain):.2f}% below the initial "
-                          f"{np.mean(init):.4f}; declared minimum {100 * float(cfg['min_rel_improvement']):.1f}%)")
+            untestable = (f"the runs barely trained: best validation loss at most {100 * max(gain):+.2f}% below the "
+                          f"loss before training ({np.mean(init):.4f}); declared minimum "
+                          f"{100 * float(cfg['min_rel_improvement']):.1f}%")
     if untestable:
         return Claim.judged(claim, base, Verdict(NOT_TESTABLE, untestable), paper=paper, sample=sample)
     assert lf is not None

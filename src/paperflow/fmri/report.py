@@ -190,8 +190,13 @@ def _body(prm, geo, met, pre, recon, scal) -> str:
     if recon:
         lines.append(f"\nReconstruction example: masked-patch loss {recon['masked_loss']:.3f} with {recon['n_visible']} visible patches.")
     if scal:
-        lines.append(f"\nScaling fit: `{json.dumps(scal.get('power_3pt', {}))[:400]}`; saturating fit: `{scal.get('saturating')}`. "
+        lines.append(f"\nScaling fit: `{json.dumps(scal.get('power_3pt', {}))[:400]}`; log-log fit over all sizes "
+                     f"(the verdict's): `{json.dumps(scal.get('loglog'))}`; saturating fit: `{scal.get('saturating')}`. "
                      "The analytic noise floor of spec §3 was not computed.")
+    lines += ["", "Verdicts: `src/paperflow/fmri/claims.py` with the thresholds of `fmri.claims.*` (below); probe "
+              "comparisons are paired over the subject-level splits (t CI; the splits share subjects, so the CI is "
+              "optimistic). A baseline at chance or a sample below the declared minimum gives 'not testable'.",
+              "", "```", json.dumps(prm["claims"], indent=1), "```"]
     lines += ["", "## Deviations from the paper (see src/paperflow/fmri/README.md)",
               "- State probe: ridge classifier on time-averaged per-patch tokens (C chosen on validation), not the "
               "paper's attentive-pooling head grid.",
