@@ -241,23 +241,21 @@ def scaling(fit: Mapping[str, Any], cfg: Mapping[str, Any], n_seeds: int = 1) ->
                           f"loss before training ({np.mean(init):.4f}); declared minimum "
                           f"{100 * float(cfg['min_rel_improvement']):.1f}%")
     if untestable:
-        return Claim.judged(claim, base, Verdict(NOT_TESTABLE, untestable), paper=paper, sample=sample)
+        return Claim.judged(claim, base, judge(Estimate(float("nan"), n=n), rule, untestable=untestable),
+                            paper=paper, sample=sample)
     assert lf is not None
     measured = f"{base}; log-log slope b = {lf['slope']:.4f}" + (
         f" [{lf['lo']:.4f}, {lf['hi']:.4f}]" if lf["lo"] is not None else " (no CI)") + \
         f", R² {lf['r2']:.2f}, {'monotone' if lf['monotone'] else 'not monotone'}"
     slope = judge(Estimate(lf["slope"], lf["lo"], lf["hi"], lf["n"]), rule, what="log-log slope b")
-    if slope.outcome != HELD:
+    if slope.outcome != HELD:  # the loss does not clearly fall: that decides (fit quality only in the reason)
         extra = f"; R² {lf['r2']:.2f}, {'monotone' if lf['monotone'] else 'not monotone'}"
         return Claim.judged(claim, measured, Verdict(slope.outcome, slope.reason + extra), paper=paper, sample=sample)
-    bad = []
-    if lf["r2"] < float(cfg["min_r2"]):
-        bad.append(f"R² {lf['r2']:.2f} < {float(cfg['min_r2']):g}")
-    if not lf["monotone"]:
-        bad.append("loss not monotone in data")
-    v = Verdict(PARTLY, f"{slope.reason}, but {' and '.join(bad)}") if bad else \
-        Verdict(HELD, f"{slope.reason}; R² {lf['r2']:.2f} ≥ {float(cfg['min_r2']):g}; monotone")
-    return Claim.judged(claim, measured, v, paper=paper, sample=sample)
+    # it falls: held only with a good power-law fit and a monotone curve, else partly (core.verdict.combine)
+    r2 = judge(Estimate(lf["r2"], n=lf["n"]), Thresholds(float(cfg["min_r2"]), "greater", rule.min_n),
+               what="log-log fit R²")
+    mono = Verdict(HELD, "loss monotone in data") if lf["monotone"] else Verdict(NOT_HELD, "loss not monotone in data")
+    return Claim.judged(claim, measured, combine([slope, r2, mono]), paper=paper, sample=sample)
 
 
 __all__ = ["at_chance", "projection", "throughput", "state_vs_fc", "space_order", "pretraining_helps", "trait_fc",
