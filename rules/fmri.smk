@@ -1,4 +1,5 @@
-# fmri: flat-map projection, synthetic BOLD, CortexMAE pretraining, Brainmarks probes (spec: specs/fmri.md)
+# fmri: flat-map projection, synthetic BOLD, CortexMAE pretraining, Brainmarks probes (spec: specs/fmri.md).
+# Each rule is one `paperflow fmri <stage>` call (src/paperflow/fmri/stages.py); parameters from plan.py.
 from paperflow.fmri import plan as fmri_plan
 
 if "fmri" in ENABLED:
@@ -60,7 +61,7 @@ if "fmri" in ENABLED:
         conda:
             "../envs/fmri.yaml"
         shell:
-            "paperflow fmri synth --params {params.p:q} --cohort {wildcards.fmri_cohort} --geometry {input.geometry} "
+            "paperflow fmri synth --params {params.p:q} --geometry {input.geometry} "
             "--out {output} > {log} 2>&1"
 
     rule fmri_prep:
@@ -81,7 +82,7 @@ if "fmri" in ENABLED:
         conda:
             "../envs/fmri.yaml"
         shell:
-            "paperflow fmri prep --params {params.p:q} --cohort {wildcards.fmri_cohort} --synth {input.synth} "
+            "paperflow fmri prep --params {params.p:q} --synth {input.synth} "
             "--geometry {input.geometry} --out {output} > {log} 2>&1"
 
     rule fmri_pretrain:
@@ -90,7 +91,7 @@ if "fmri" in ENABLED:
             data=f"{FMRI_DATA}/prep/pretrain",
         output:
             result=f"{FMRI_MODELS}/train/{{fmri_tag}}/result.json",
-            best=f"{FMRI_MODELS}/train/{{fmri_tag}}/best.pt",
+            best=f"{FMRI_MODELS}/train/{{fmri_tag}}/best.safetensors",
         params:
             p=lambda w: as_json(fmri_plan.train_params(config["fmri"], w.fmri_tag)),
             run_dir=lambda w: f"{FMRI_MODELS}/train/{w.fmri_tag}",
@@ -104,7 +105,7 @@ if "fmri" in ENABLED:
         conda:
             "../envs/fmri.yaml"
         shell:
-            "paperflow fmri pretrain --params {params.p:q} --tag {wildcards.fmri_tag} --geometry {input.geometry} "
+            "paperflow fmri pretrain --params {params.p:q} --geometry {input.geometry} "
             "--data {input.data} --out {params.run_dir} > {log} 2>&1"
 
     rule fmri_embed:
@@ -112,7 +113,7 @@ if "fmri" in ENABLED:
             geometry=f"{FMRI_RES}/geometry",
             state=f"{FMRI_DATA}/prep/state",
             trait=f"{FMRI_DATA}/prep/trait",
-            ckpt=lambda w: [] if w.fmri_tag.endswith("-rand") else [f"{FMRI_MODELS}/train/{w.fmri_tag}/best.pt"],
+            ckpt=lambda w: [] if w.fmri_tag.endswith("-rand") else [f"{FMRI_MODELS}/train/{w.fmri_tag}/best.safetensors"],
         output:
             f"{FMRI_RES}/embed/{{fmri_tag}}.npz",
         params:
@@ -126,7 +127,7 @@ if "fmri" in ENABLED:
         conda:
             "../envs/fmri.yaml"
         shell:
-            "paperflow fmri embed --params {params.p:q} --tag {wildcards.fmri_tag} --geometry {input.geometry} "
+            "paperflow fmri embed --params {params.p:q} --geometry {input.geometry} "
             "{params.ckpt} --state {input.state} --trait {input.trait} --out {output} > {log} 2>&1"
 
     rule fmri_evaluate:

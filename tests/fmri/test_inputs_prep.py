@@ -1,14 +1,12 @@
 """Input validation (errors name the file, nothing half-written) and prep normalization/resampling."""
 
 import gzip
-import json
-import subprocess
-import sys
 
 import nibabel as nib
 import numpy as np
 import pytest
 
+from paperflow.fmri import stages
 from paperflow.fmri.inputs import InputError, read_nifti
 from paperflow.fmri.prep import prep_run, resample_tr, zscore_rows
 
@@ -71,11 +69,8 @@ def test_prep_stage_with_bad_run_fails_and_writes_nothing(flat8, fs5, grid8, tmp
     aff2[1, 3] += 8.0
     _run(syn / "sub-a" / "func" / "sub-a_task-rest_run-1_bold.nii.gz", shape, aff2)
     out = tmp_path / "prep"
-    params = json.dumps({"cohort": "trait", "new_tr": 1.0, "clip_frames": 4})
-    r = subprocess.run([sys.executable, "-m", "paperflow.cli", "fmri", "prep", "--params", params, "--cohort", "trait",
-                        "--synth", str(syn), "--geometry", str(geo), "--out", str(out)], capture_output=True, text=True)
-    assert r.returncode != 0
-    assert "sub-a_task-rest_run-1_bold.nii.gz" in r.stderr and "affine" in r.stderr
+    with pytest.raises(InputError, match=r"sub-a_task-rest_run-1_bold\.nii\.gz.*affine"):
+        stages.prep({"cohort": "trait", "new_tr": 1.0, "clip_frames": 4}, synth=syn, geometry=geo, out=out)
     assert not out.exists() and not (tmp_path / "prep.manifest.json").exists()
     assert not list(tmp_path.glob(".prep*"))  # no temp leftovers
 

@@ -49,21 +49,55 @@ def test_initial_loss_is_about_one():
     assert abs(loss - 1.0) < 0.05  # zero-initialized head predicts 0 for unit-variance targets
 
 
-def test_training_is_resumable_and_deterministic(tmp_path, fs5):
+def _tiny_pretrain_setup(fs5):
     from paperflow.fmri.geometry import build_parcel
-    from paperflow.fmri.train import pretrain
 
     P = build_parcel(fs5, 12, "surface", n_init=1)
     rng = np.random.default_rng(0)
     runs = [rng.standard_normal((40, P.D)).astype(np.float32) for _ in range(3)]
-    p = {"seed": 0, "batch_size": 4, "steps": 4, "base_lr": 1e-2, "weight_decay": 0.05, "warmup_frac": 0.25,
-         "mask_ratio": 0.75, "clip_frames": 8, "eval_every": 2, "val_clips": 4,
+    p = {"tag": "parcel-s0", "space": "parcel", "seed": 0, "batch_size": 4, "steps": 6, "base_lr": 1e-2,
+         "weight_decay": 0.05, "warmup_frac": 0.25, "mask_ratio": 0.75, "clip_frames": 8, "eval_every": 2,
+         "val_clips": 4,
          "model": {"t_patch": 4, "dim": 16, "depth": 1, "heads": 2, "dec_dim": 16, "dec_depth": 1, "dec_heads": 2}}
+    return P, runs, p
+
+
+def _weights(path):
+    from paperflow.core.checkpoint import load_weights
+
+    return load_weights(path)
+
+
+def test_pretraining_resumed_after_interruption_equals_uninterrupted_run(tmp_path, fs5):
+    """Stop after 2 of 6 steps, rerun: the final and the best weights are equal (torch.equal) to an
+    uninterrupted run's, and so is the history; the checkpoint is safetensors + JSON only."""
+    from paperflow.core.checkpoint import has_checkpoint
+    from paperflow.fmri.train import load_params, pretrain
+
+    P, runs, p = _tiny_pretrain_setup(fs5)
     full = pretrain(P, runs[:2], runs[2:], p, tmp_path / "full")
-    # interrupted after 2 steps, then resumed from last.pt
-    half = pretrain(P, runs[:2], runs[2:], {**p, "steps": 4, "stop_after": 2}, tmp_path / "half")
-    assert half["history"][-1]["step"] == 2
+    half = pretrain(P, runs[:2], runs[2:], p, tmp_path / "half", stop_after=2)
+    assert half["history"][-1]["step"] == 2 and has_checkpoint(tmp_path / "half" / "ckpt")
+    assert not list(tmp_path.rglob("*.pt")) and not list(tmp_path.rglob("*.pkl"))
     resumed = pretrain(P, runs[:2], runs[2:], p, tmp_path / "half")
-    assert [h["step"] for h in resumed["history"]] == [2, 4]
-    assert resumed["history"][-1]["val_loss"] == pytest.approx(full["history"][-1]["val_loss"], rel=1e-6)
-    assert resumed["history"][-1]["train_loss"] == pytest.approx(full["history"][-1]["train_loss"], rel=1e-6)
+    assert resumed["history"] == full["history"] and resumed["best_val_loss"] == full["best_val_loss"]
+    assert resumed["val_loss_init"] == full["val_loss_init"]
+    for name in ("ckpt/model.safetensors", "best.safetensors"):
+        a, b = _weights(tmp_path / "full" / name), _weights(tmp_path / "half" / name)
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), name
+    # the run did train (the weights moved) and the best weights carry their parameters
+    import json
+
+    assert json.loads(json.dumps(p)) == load_params(tmp_path / "full" / "best.safetensors")
+    first = _weights(tmp_path / "half" / "best.safetensors")
+    assert any(not torch.equal(first[k], torch.zeros_like(first[k])) for k in first if "head" in k)
+
+
+def test_checkpoint_of_other_parameters_is_not_resumed(tmp_path, fs5):
+    from paperflow.fmri.train import pretrain
+
+    P, runs, p = _tiny_pretrain_setup(fs5)
+    pretrain(P, runs[:2], runs[2:], {**p, "base_lr": 5e-2}, tmp_path / "run", stop_after=2)
+    res = pretrain(P, runs[:2], runs[2:], {**p, "steps": 2}, tmp_path / "run")
+    ref = pretrain(P, runs[:2], runs[2:], {**p, "steps": 2}, tmp_path / "ref")
+    assert res["history"] == ref["history"]

@@ -11,8 +11,6 @@ each tubelet (t_pred_stride = 2). Loss: mean squared error over valid positions 
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -165,13 +163,3 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     for name, p in model.named_parameters():
         (no_decay if p.ndim < 2 or "pos" in name or "cls" in name or "token" in name else decay).append(p)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-
-
-def lr_lambda(total: int, warmup: int):
-    def f(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / max(1, warmup)
-        p = (step - warmup) / max(1, total - warmup)
-        return 0.5 * (1 + math.cos(math.pi * min(1.0, p)))
-
-    return f

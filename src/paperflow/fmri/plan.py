@@ -1,5 +1,6 @@
 """Planning: the exact parameters each job depends on, derived from the validated `fmri:` config.
-Rules and the CLI (--config) both go through these functions."""
+Rules (`--params`) and the by-hand CLI (`--config` + the coordinates `--cohort` / `--tag`) both go
+through these functions; their return values are the TypedDicts of `stages.py`."""
 
 from __future__ import annotations
 
@@ -64,7 +65,7 @@ def train_params(cfg: Mapping[str, Any], tag: str) -> dict[str, Any]:
     t = cfg["train"]
     r = run_tags(cfg)[tag]
     lr = t["base_lr"][r["space"]] * t["lr_scale"]
-    return {**r, "batch_size": t["batch_size"], "base_lr": lr, "weight_decay": t["weight_decay"],
+    return {"tag": tag, **r, "batch_size": t["batch_size"], "base_lr": lr, "weight_decay": t["weight_decay"],
             "warmup_frac": t["warmup_frac"], "mask_ratio": t["mask_ratio"], "clip_frames": t["clip_frames"],
             "eval_every": min(t["eval_every"], r["steps"]), "val_clips": t["val_clips"], "model": t["model"]}
 
@@ -82,5 +83,6 @@ def eval_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def report_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The summary's inputs: run settings it prints and the claims' declared thresholds."""
     return {"tier": cfg["tier"], "train": cfg["train"], "scaling": cfg["scaling"], "synth": cfg["synth"],
-            "flat": cfg["flat"]}
+            "flat": cfg["flat"], "claims": cfg["claims"]}

@@ -1,6 +1,8 @@
 """Data scaling: best validation loss vs pretraining frames; the paper's power law
 L(N) = (N / a)^b fitted (least squares of log L on log N) on the 3 smallest sizes and checked by
-extrapolation to the larger ones, plus a saturating fit L = E + (N / a)^b on all sizes."""
+extrapolation to the larger ones, plus a saturating fit L = E + (N / a)^b on all sizes, and the
+log-log fit over all sizes with its slope CI and R² (core.stats.linear_fit) that the scaling claim
+is judged on (claims.scaling)."""
 
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ def saturating_fit(N: np.ndarray, L: np.ndarray) -> dict[str, float] | None:
 
 def scaling_outputs(results: list[Path], out_dir: Path) -> dict[str, Any]:
     from paperflow.core.plotting import save_figure, subplots
+    from paperflow.fmri.claims import loglog_fit
 
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = [json.loads(Path(r).read_text()) for r in results]
@@ -45,6 +48,9 @@ def scaling_outputs(results: list[Path], out_dir: Path) -> dict[str, Any]:
     L = np.array([np.mean([r["best_val_loss"] for r in rows if r["n_subjects"] == s]) for s in sizes])
     fit: dict[str, Any] = {"sizes": sizes, "frames": N.tolist(), "loss": L.tolist(),
                            "monotone_decreasing": bool(np.all(np.diff(L) < 0))}
+    if all(r.get("val_loss_init") is not None for r in rows):  # validation loss before training, per size
+        fit["loss_init"] = [float(np.mean([r["val_loss_init"] for r in rows if r["n_subjects"] == s])) for s in sizes]
+    fit["loglog"] = loglog_fit(N.tolist(), L.tolist())  # all sizes: the scaling claim's slope CI, R², monotone
     if len(N) >= 3:
         a, b = power_fit(N[:3], L[:3])
         pred = (N / a) ** b

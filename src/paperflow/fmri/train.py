@@ -1,10 +1,11 @@
-"""MAE pretraining (accelerate; resumable from `last.pt`; best checkpoint by validation loss) and
-embedding extraction."""
+"""MAE pretraining (accelerate; resumable from `ckpt/` — `paperflow.core.checkpoint`, safetensors + JSON;
+best weights by validation loss in `best.safetensors`) and embedding extraction."""
 
 from __future__ import annotations
 
 import json
 import logging
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +38,22 @@ def sample_clips(runs: list[np.ndarray], proj: Projector, n: int, T: int, rng: n
 
 
 def pretrain(proj: Projector, train_runs: list[np.ndarray], val_runs: list[np.ndarray], p: dict[str, Any],
-             out_dir: Path, progress=lambda it, desc, total=None: it) -> dict[str, Any]:
-    """Train for p['steps'] steps; writes last.pt (resume point), best.pt, log.jsonl into out_dir."""
+             out_dir: Path, progress=lambda it, desc, total=None: it, stop_after: int | None = None) -> dict[str, Any]:
+    """Train for p['steps'] steps. Writes into out_dir: `ckpt/` (the resume point, core.checkpoint:
+    safetensors + JSON, after every evaluation), `best.safetensors` (weights with the lowest validation
+    loss; the job's parameters in its metadata) and `log.jsonl`.
+
+    A rerun resumes from `ckpt/` when it was written with the same parameters (else starts over).
+    `stop_after` ends the loop after that many steps (after the checkpoint of that evaluation): a
+    simulated interruption for the resume test."""
     import torch
     from accelerate import Accelerator
 
+    from paperflow.core.checkpoint import has_checkpoint, load_training_state, save_training_state, save_weights
+    from paperflow.core.io import atomic_path
+    from paperflow.core.schedule import lambda_lr
     from paperflow.core.seeding import seed_everything, stream
-    from paperflow.fmri.model import lr_lambda, param_groups
+    from paperflow.fmri.model import param_groups
 
     out_dir.mkdir(parents=True, exist_ok=True)
     seed_everything(p["seed"])
@@ -55,7 +65,7 @@ def pretrain(proj: Projector, train_runs: list[np.ndarray], val_runs: list[np.nd
     bs, steps = p["batch_size"], p["steps"]
     lr = p["base_lr"] * bs / 256
     opt = torch.optim.AdamW(param_groups(model, p["weight_decay"]), lr=lr, betas=(0.9, 0.95))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(steps, max(1, int(p["warmup_frac"] * steps))))
+    sched = lambda_lr(opt, steps, max(1, int(p["warmup_frac"] * steps)))
     model, opt, sched = acc.prepare(model, opt, sched)
     T = p["clip_frames"]
     # fixed validation clips and masks
@@ -63,17 +73,10 @@ def pretrain(proj: Projector, train_runs: list[np.ndarray], val_runs: list[np.nd
     val_x = torch.from_numpy(sample_clips(val_runs, proj, p["val_clips"], T, vrng)) if val_runs else None
     g = torch.Generator().manual_seed(p["seed"] + 1)
     val_vis = acc.unwrap_model(model).sample_visible(p["val_clips"], g).cpu() if val_runs else None
-    start, best, history = 0, float("inf"), []
-    last = out_dir / "last.pt"
-    if last.exists() and p.get("resume", True):
-        ck = torch.load(last, map_location="cpu", weights_only=False)
-        acc.unwrap_model(model).load_state_dict(ck["model"])
-        opt.load_state_dict(ck["opt"])
-        sched.load_state_dict(ck["sched"])
-        start, best, history = ck["step"], ck["best"], ck["history"]
-        if ck.get("scaler") is not None and getattr(acc, "scaler", None) is not None:  # fp16 loss scale (CUDA only)
-            acc.scaler.load_state_dict(ck["scaler"])
-        log.info("resumed from %s at step %d", last, start)
+    # best_so_far.* sits beside ckpt/ (not a rule output, so Snakemake does not delete it before a rerun
+    # that resumes); it is copied to best.safetensors when the run ends.
+    ckpt, best_so_far = out_dir / "ckpt", out_dir / "best_so_far.safetensors"
+    meta = {"params": json.dumps(dict(p), sort_keys=True)}
 
     def evaluate() -> float:
         model.eval()
@@ -83,14 +86,27 @@ def pretrain(proj: Projector, train_runs: list[np.ndarray], val_runs: list[np.nd
         model.train()
         return float(np.sum(losses) / len(val_x))
 
-    def save(path: Path, step: int) -> None:
-        tmp = path.with_suffix(".tmp")
-        ck = {"model": acc.unwrap_model(model).state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
-              "step": step, "best": best, "history": history, "params": p}
-        if getattr(acc, "scaler", None) is not None:  # fp16 GradScaler on CUDA; absent on CPU (checkpoint unchanged)
-            ck["scaler"] = acc.scaler.state_dict()
-        torch.save(ck, tmp)
-        tmp.replace(path)
+    start, best, history, init_val = 0, float("inf"), [], None
+    resumed = False
+    if has_checkpoint(ckpt):
+        if _checkpoint_extra(ckpt).get("params") == meta["params"]:
+            st = load_training_state(ckpt, model=acc.unwrap_model(model), optimizer=opt, scheduler=sched)
+            ex = st["extra"]
+            start, best, history, init_val = st["step"], ex["best"], ex["history"], ex["val_loss_init"]
+            if ex.get("scaler") is not None and getattr(acc, "scaler", None) is not None:  # fp16 loss scale (CUDA)
+                acc.scaler.load_state_dict(ex["scaler"])
+            resumed = True
+            log.info("resumed from %s at step %d", ckpt, start)
+        else:  # left by a job with other parameters: not this run's resume point
+            log.warning("%s was written with other parameters; starting from step 0", ckpt)
+    if not resumed and val_x is not None:
+        init_val = evaluate()  # the validation loss before any step (no RNG drawn: fixed clips and masks)
+
+    def save_state(step: int) -> None:
+        extra = {"params": meta["params"], "best": best, "history": history, "val_loss_init": init_val}
+        if getattr(acc, "scaler", None) is not None:  # fp16 GradScaler on CUDA; absent on CPU
+            extra["scaler"] = acc.scaler.state_dict()
+        save_training_state(ckpt, model=acc.unwrap_model(model), optimizer=opt, scheduler=sched, step=step, extra=extra)
 
     model.train()
     run_loss = []
@@ -114,18 +130,35 @@ def pretrain(proj: Projector, train_runs: list[np.ndarray], val_runs: list[np.nd
                 rec["val_loss"] = evaluate()
                 if rec["val_loss"] < best:
                     best = rec["val_loss"]
-                    save(out_dir / "best.pt", done)
+                    save_weights(best_so_far, acc.unwrap_model(model), {**meta, "step": str(done)})
             history.append(rec)
             log.info("%s", json.dumps(rec))
-            save(last, done)
-            if p.get("stop_after") == done:  # simulated interruption (tests): last.pt is the resume point
+            save_state(done)
+            if stop_after is not None and done >= stop_after:  # simulated interruption: ckpt/ is the resume point
                 break
-    if val_x is None or not (out_dir / "best.pt").exists():
-        save(out_dir / "best.pt", steps)
+    if val_x is None or not best_so_far.exists():
+        save_weights(best_so_far, acc.unwrap_model(model), {**meta, "step": str(steps)})
+    with atomic_path(out_dir / "best.safetensors") as tmp:
+        shutil.copyfile(best_so_far, tmp)
     with open(out_dir / "log.jsonl", "w") as fh:
         for rec in history:
             fh.write(json.dumps(rec) + "\n")
-    return {"best_val_loss": best, "history": history, "initial_loss": history[0]["train_loss"] if history else None}
+    return {"best_val_loss": best, "history": history, "initial_loss": history[0]["train_loss"] if history else None,
+            "val_loss_init": init_val}
+
+
+def _checkpoint_extra(ckpt: Path) -> dict[str, Any]:
+    from paperflow.core.checkpoint import STATE_FILE
+
+    return json.loads((ckpt / STATE_FILE).read_text()).get("extra", {})
+
+
+def load_params(weights: Path) -> dict[str, Any]:
+    """The job parameters stored in a `best.safetensors` written by :func:`pretrain`."""
+    from safetensors import safe_open
+
+    with safe_open(str(weights), framework="pt") as f:
+        return json.loads(f.metadata()["params"])
 
 
 def load_model(proj: Projector, ckpt: Path | None, p: dict[str, Any], device: Any = None):
@@ -135,12 +168,13 @@ def load_model(proj: Projector, ckpt: Path | None, p: dict[str, Any], device: An
     import torch
 
     from paperflow.core.accel import cuda_available
+    from paperflow.core.checkpoint import load_weights
     from paperflow.core.seeding import seed_everything
 
     seed_everything(p["seed"])
     model = build_model(proj, p)
     if ckpt is not None:
-        model.load_state_dict(torch.load(ckpt, map_location="cpu", weights_only=False)["model"])
+        load_weights(ckpt, model)
     return model.to(device if device is not None else ("cuda" if cuda_available() else "cpu")).eval()
 
 
