@@ -49,7 +49,7 @@ def test_resume_after_stop_gives_identical_weights(setup, method, stop):
     from paperflow.core.checkpoint import has_checkpoint
 
     d, cfg, _ = setup
-    m_ref, ref = _run(d, cfg, method, f"ref_{method}")
+    m_ref, ref = _ref(setup, method)
     ck = d / f"ckpt_{method}"
     m0, w0 = _run(d, cfg, method, f"res_{method}", ckpt_dir=ck, stop_after=stop)
     assert m0 is None and w0 is None and has_checkpoint(ck)
@@ -60,13 +60,24 @@ def test_resume_after_stop_gives_identical_weights(setup, method, stop):
     for k in ref:
         assert np.array_equal(ref[k], w1[k]), k
     assert m1["selected"] == m_ref["selected"] and m1["epochs_run"] == m_ref["epochs_run"]
-    assert (d / f"res_{method}.jsonl").read_text() == (d / f"ref_{method}.jsonl").read_text()
+    assert (d / f"res_{method}.jsonl").read_text() == (d / f"{method}.jsonl").read_text()
+
+
+_REF: dict = {}
+
+
+def _ref(setup, method):
+    """An uninterrupted run of `method` (trained once per module, shared by the tests below)."""
+    if method not in _REF:
+        d, cfg, _ = setup
+        _REF[method] = _run(d, cfg, method, method)
+    return _REF[method]
 
 
 @pytest.mark.parametrize("method", ["plain", "small_loss", "label_smooth", "rfcmh", "rfcmh_paper"])
 def test_every_method_trains_and_exports_each_selection(setup, method):
     d, cfg, _ = setup
-    m, w = _run(d, cfg, method, method)
+    m, w = _ref(setup, method)
     for sel in ("noisy_val", "clean_val", "last"):
         assert 1 <= m["selected"][sel]["epoch"] <= 3
         assert w[f"{sel}/img.0.weight"].shape == (16, 24) and w[f"{sel}/txt.4.weight"].shape == (16, 16)
