@@ -172,6 +172,9 @@ def build_report(prm: Mapping[str, Any], evals: Sequence[str | Path], sidecars: 
                         n = min(len(V.vals(ds, m, b, "sym", r, d, s)) for r in xs)
                         curves = np.array([[V.vals(ds, m, b, "sym", r, d, s)[k] for r in xs] for k in range(n)])
                         band(ax, np.array(xs), curves, label=m, marker="o")
+                    ch = V.chance(ds, b)
+                    if ch is not None:
+                        ax.axhline(ch, ls=":", color="grey", label="random codes (chance)")
                     ax.set_title(f"{ds} {d.upper()} {b} bits ({s})")
                     ax.set_xlabel("symmetric noise rate")
                     ax.set_ylabel("mAP@all")
