@@ -281,8 +281,8 @@ def _n(k: int, what: str) -> str:
     return f"{k} {what}" + ("" if k == 1 else ("es" if what.endswith("s") else "s"))
 
 
-def _sample(V: Views, ds: str, n_seeds: int, cells: str) -> str:
-    nq = V.n_query(ds)
+def _sample(V: Views, ds: str, n_seeds: int, cells: str, queries: bool = True) -> str:
+    nq = V.n_query(ds) if queries else None
     q = f" × {nq} queries" if nq else ""
     return f"{n_seeds} seed{'s' if n_seeds != 1 else ''}{q}; {cells}"
 
@@ -477,7 +477,8 @@ def claim_reliability_auroc(V: Views, ds: str, cfg: Mapping[str, Any]) -> Claim:
         return _untestable(text, ds, "no rfcmh run at a noisy rate in range (the AUROC needs flipped pairs)")
     return Claim.judged(text, "; ".join(measured), _tally(parts), source="spec",
                         sample=_sample(V, ds, n_min or 0,
-                                        " × ".join([_n(len(rates), "rate"), _n(len(V.bits_all), "code length")]) + " (AUROC over all training pairs)"))
+                                        " × ".join([_n(len(rates), "rate"), _n(len(V.bits_all), "code length")]) + " (AUROC over all training pairs)",
+                                queries=False))
 
 
 def claim_noise_exact(V: Views, ds: str, cfg: Mapping[str, Any]) -> Claim:
