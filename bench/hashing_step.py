@@ -15,14 +15,10 @@ import time
 import numpy as np
 import torch
 
+from paperflow.core.config import validate_config
 from paperflow.hashing import model as M
 from paperflow.hashing.evaluate import map_at_all
-from paperflow.hashing.train import _loss
-
-BASE = {"baselines": {"ce_temp": 0.1, "gamma": 0.2, "small_loss_warmup": 3, "small_loss_alpha": 0.1, "tau": 0.7,
-                      "q": 0.01},
-        "rfcmh": {"alpha": 0.1, "kappa": 4, "q": 0.01, "tau": 0.7, "gamma": 0.2, "delta_shift": 1.0, "delta_paper": 0.05,
-                  "tau_w": 0.7, "proto_temp": 0.5, "warmup_epochs": 3}}
+from paperflow.hashing.methods import METHODS, Batch, ordered
 
 
 def main() -> None:
@@ -36,15 +32,18 @@ def main() -> None:
     x1, x2 = torch.randn(64, 512), torch.randn(64, 300)
     y = torch.nn.functional.one_hot(torch.randint(0, 20, (64,)), 20)
     idx = torch.arange(64)
-    for method in ("plain", "label_smooth", "small_loss", "rfcmh", "rfcmh_paper"):
+    cfg = validate_config({"hashing": {"enabled": True}})["hashing"]  # the tiny tier's method parameters
+    for method in ordered():
+        m = METHODS[method]
+        mp = m.params(cfg)
+        cand = m.grid(mp)[0]
         net = M.HashNet(512, 300, a.hidden, a.bits, 20, 0)
         opt = torch.optim.Adam(net.parameters(), 3e-4)
         for epoch in (1, 10):  # warm-up phase and main phase
             t = time.perf_counter()
             for _ in range(a.steps):
                 z1, z2 = net(x1, x2)
-                loss = _loss(method, epoch, z1, z2, y, idx, net.W, {"method": method, **BASE}, False, 0.1,
-                             torch.ones(64, dtype=torch.bool))
+                loss = m.loss(Batch(epoch, z1, z2, y, idx, net.W, mp, False, cand, torch.ones(64, dtype=torch.bool)))
                 opt.zero_grad()
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(net.parameters(), 5.0)

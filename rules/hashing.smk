@@ -1,8 +1,10 @@
 # hashing: noisy-label injection + RFCMH robust cross-modal hashing (spec specs/hashing.md).
-# synth (synthetic packs only) -> prep -> noise -> train -> quantize -> evaluate -> report
+# synth (synthetic packs only) -> prep -> noise -> train -> quantize -> evaluate (+ chance) -> report
+# Stage functions: src/paperflow/hashing/stages.py; methods: src/paperflow/hashing/methods/ (the registry).
 import os
 
 from paperflow.hashing import plan as hashing_plan
+from paperflow.hashing.methods import METHODS as HASHING_METHODS
 
 HASH_DATA = f"{config['data_dir']}/hashing"
 HASH_RES = f"{RESULTS}/hashing"
@@ -23,7 +25,7 @@ if "hashing" in ENABLED:
 
 wildcard_constraints:
     hds=r"[A-Za-z0-9_\-]+",
-    hmethod=r"plain|small_loss|label_smooth|rfcmh|rfcmh_paper",
+    hmethod="|".join(HASHING_METHODS.names()),
     hbits=r"\d+",
     hmode=r"sym|asym",
     hrate=r"[0-9.]+",
@@ -102,6 +104,9 @@ rule hashing_train:
         log_jsonl=f"{HASH_MODELS}/{{hds}}/{{hmethod}}-L{{hbits}}-{{hmode}}{{hrate}}-s{{hseed}}/log.jsonl",
     params:
         p=lambda w: as_json(hashing_plan.train_params(config["hashing"], w.hds, w.hmethod, w.hbits, w.hmode, w.hrate, w.hseed)),
+        # resumable training state (core.checkpoint); not an output: it survives a killed job and is
+        # removed by the stage once the weights are written
+        ckpt=lambda w, output: os.path.join(os.path.dirname(output.weights), "ckpt"),
     log:
         "logs/hashing/train/{hds}/{hmethod}-L{hbits}-{hmode}{hrate}-s{hseed}.log",
     benchmark:
@@ -115,7 +120,7 @@ rule hashing_train:
         "python -m paperflow.core.accel launch --procs {resources.gpu} -- "
         "paperflow hashing train --params {params.p:q} --train {input.train} --val {input.val} "
         "--noise-train {input.noise_train} --noise-val {input.noise_val} --out {output.weights} "
-        "--log-jsonl {output.log_jsonl} > {log} 2>&1"
+        "--log-jsonl {output.log_jsonl} --ckpt-dir {params.ckpt} > {log} 2>&1"
 
 
 rule hashing_quantize:
@@ -162,10 +167,33 @@ rule hashing_evaluate:
         "--out {output} > {log} 2>&1"
 
 
+# Chance level of mAP@all: random codes on the same query/database at the same code length (measured);
+# the report calls a verdict "not testable" when a model is within `claims.chance_margin` of it.
+rule hashing_chance:
+    input:
+        query=f"{HASH_DATA}/{{hds}}/query.npz",
+        database=f"{HASH_DATA}/{{hds}}/database.npz",
+    output:
+        f"{HASH_RES}/chance/{{hds}}-L{{hbits}}.json",
+    params:
+        p=lambda w: as_json(hashing_plan.chance_params(config["hashing"], w.hbits)),
+    log:
+        "logs/hashing/chance/{hds}-L{hbits}.log",
+    threads: 1
+    resources:
+        **stage_resources("hashing", "chance", mem_mb=2000, runtime=20),
+    conda:
+        "../envs/hashing.yaml"
+    shell:
+        "paperflow hashing chance --params {params.p:q} --query {input.query} --database {input.database} "
+        "--out {output} > {log} 2>&1"
+
+
 rule hashing_report:
     input:
         evals=lambda w: hashing_plan.eval_paths(config["hashing"], RESULTS),
         sidecars=lambda w: hashing_plan.sidecar_paths(config["hashing"], RESULTS),
+        chance=lambda w: hashing_plan.chance_paths(config["hashing"], RESULTS),
     output:
         metrics=f"{HASH_RES}/metrics.json",
         summary=f"{HASH_RES}/summary.md",
@@ -185,4 +213,4 @@ rule hashing_report:
         "../envs/hashing.yaml"
     shell:
         "paperflow hashing report --params {params.p:q} --evals {input.evals} "
-        "--noise-sidecars {input.sidecars} --outdir {params.outdir} > {log} 2>&1"
+        "--noise-sidecars {input.sidecars} --chance {input.chance} --outdir {params.outdir} > {log} 2>&1"

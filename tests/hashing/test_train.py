@@ -33,17 +33,51 @@ def setup(tmp_path_factory):
     return d, cfg, splits
 
 
-def _run(d, cfg, method, tag, train="train.npz", rec="train-rec.npz"):
+def _run(d, cfg, method, tag, train="train.npz", rec="train-rec.npz", **kw):
     p = plan.train_params(cfg, "synth", method, 16, "sym", "0.5", 10)
-    m = train_run(p, d / train, d / "val.npz", d / rec, d / "val-rec.npz", d / f"{tag}.npz", d / f"{tag}.jsonl")
+    m = train_run(p, d / train, d / "val.npz", d / rec, d / "val-rec.npz", d / f"{tag}.npz", d / f"{tag}.jsonl", **kw)
+    if m is None:
+        return None, None
     with np.load(d / f"{tag}.npz") as z:
         return m, {k: z[k] for k in z.files}
+
+
+# stop after N epochs (over every candidate), rerun, compare with an uninterrupted run: label_smooth stops
+# inside its second ε candidate, small_loss after its GMM selection started, rfcmh after warm-up
+@pytest.mark.parametrize("method,stop", [("label_smooth", 4), ("small_loss", 2), ("rfcmh", 2)])
+def test_resume_after_stop_gives_identical_weights(setup, method, stop):
+    from paperflow.core.checkpoint import has_checkpoint
+
+    d, cfg, _ = setup
+    m_ref, ref = _ref(setup, method)
+    ck = d / f"ckpt_{method}"
+    m0, w0 = _run(d, cfg, method, f"res_{method}", ckpt_dir=ck, stop_after=stop)
+    assert m0 is None and w0 is None and has_checkpoint(ck)
+    assert not (d / f"res_{method}.npz").exists()  # a stopped job leaves no output that looks finished
+    m1, w1 = _run(d, cfg, method, f"res_{method}", ckpt_dir=ck)
+    assert not ck.exists()  # removed once the weights are written
+    assert ref.keys() == w1.keys()
+    for k in ref:
+        assert np.array_equal(ref[k], w1[k]), k
+    assert m1["selected"] == m_ref["selected"] and m1["epochs_run"] == m_ref["epochs_run"]
+    assert (d / f"res_{method}.jsonl").read_text() == (d / f"{method}.jsonl").read_text()
+
+
+_REF: dict = {}
+
+
+def _ref(setup, method):
+    """An uninterrupted run of `method` (trained once per module, shared by the tests below)."""
+    if method not in _REF:
+        d, cfg, _ = setup
+        _REF[method] = _run(d, cfg, method, method)
+    return _REF[method]
 
 
 @pytest.mark.parametrize("method", ["plain", "small_loss", "label_smooth", "rfcmh", "rfcmh_paper"])
 def test_every_method_trains_and_exports_each_selection(setup, method):
     d, cfg, _ = setup
-    m, w = _run(d, cfg, method, method)
+    m, w = _ref(setup, method)
     for sel in ("noisy_val", "clean_val", "last"):
         assert 1 <= m["selected"][sel]["epoch"] <= 3
         assert w[f"{sel}/img.0.weight"].shape == (16, 24) and w[f"{sel}/txt.4.weight"].shape == (16, 16)

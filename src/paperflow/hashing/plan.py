@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from paperflow.hashing.data import FORMATS
+from paperflow.hashing.methods import get as get_method
 
 
 def fmt_rate(r: float) -> str:
@@ -46,11 +47,10 @@ def runs(cfg: Mapping[str, Any]) -> list[dict[str, Any]]:
     out = []
     for dataset in cfg["datasets"]:
         for method in g["methods"]:
+            m = get_method(method)
             for bits in g["bits"]:
-                if method == "rfcmh_paper" and bits not in g["paper_variant_bits"]:
-                    continue
                 for mode, rate in settings(cfg):
-                    if method == "rfcmh_paper" and mode not in g["paper_variant_modes"]:
+                    if not m.runs_at(cfg, bits, mode):
                         continue
                     for seed in cfg["noise"]["seeds"]:
                         out.append({"dataset": dataset, "method": method, "bits": bits, "mode": mode, "rate": rate,
@@ -87,32 +87,31 @@ def noise_params(cfg: Mapping[str, Any], mode: str, rate: str, seed: int | str) 
 
 def train_params(cfg: Mapping[str, Any], dataset: str, method: str, bits: int | str, mode: str, rate: str,
                  seed: int | str) -> dict[str, Any]:
-    p: dict[str, Any] = {"method": method, "bits": int(bits), "mode": mode, "rate": float(rate), "seed": int(seed),
-                         "val_seed": int(seed) + cfg["noise"]["val_seed_offset"],
-                         "train_seed": train_seed_for(cfg, seed), "multilabel": is_multilabel(cfg, dataset),
-                         "train": dict(cfg["train"])}
-    if method.startswith("rfcmh"):
-        p["rfcmh"] = dict(cfg["rfcmh"])
-    else:
-        b = cfg["baselines"]
-        p["baselines"] = {"ce_temp": b["ce_temp"]}
-        if method == "small_loss":
-            p["baselines"].update(small_loss_warmup=b["small_loss_warmup"], small_loss_alpha=b["small_loss_alpha"],
-                                  tau=cfg["rfcmh"]["tau"], q=cfg["rfcmh"]["q"])
-        if method == "label_smooth":
-            p["baselines"]["label_smooth_eps"] = list(b["label_smooth_eps"])
-        if method in ("plain", "small_loss", "label_smooth"):
-            p["baselines"]["gamma"] = cfg["rfcmh"]["gamma"]
-    return p
+    """One training job: the run's coordinates, the shared training schedule and exactly the method's
+    parameters (`Method.config_keys`, from the registry)."""
+    train = {k: v for k, v in cfg["train"].items() if k not in ("weight_decay", "weight_decay_paper")}
+    return {"method": method, "bits": int(bits), "mode": mode, "rate": float(rate), "seed": int(seed),
+            "val_seed": int(seed) + cfg["noise"]["val_seed_offset"], "train_seed": train_seed_for(cfg, seed),
+            "multilabel": is_multilabel(cfg, dataset), "train": train,
+            "method_params": get_method(method).params(cfg)}
 
 
 def eval_params(cfg: Mapping[str, Any], bits: int | str) -> dict[str, Any]:
     return {"bits": int(bits), "selections": list(cfg["train"]["selections"])}
 
 
+def chance_params(cfg: Mapping[str, Any], bits: int | str) -> dict[str, Any]:
+    """Random-code baseline of one code length: `draws` seeded draws of uniform random ±1 codes."""
+    return {"bits": int(bits), "draws": int(cfg["claims"]["chance_draws"]), "seed": 0}
+
+
 def report_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
     return {"runs": [{k: r[k] for k in ("dataset", "method", "bits", "mode", "rate", "seed", "run")} for r in runs(cfg)],
-            "primary_selection": cfg["report"]["primary_selection"], "selections": list(cfg["train"]["selections"])}
+            "primary_selection": cfg["report"]["primary_selection"], "selections": list(cfg["train"]["selections"]),
+            "datasets": {ds: {"format": d["format"], "synthetic": bool(d.get("synthetic", False))}
+                         for ds, d in cfg["datasets"].items()},
+            "roles": {m: get_method(m).role for m in cfg["grid"]["methods"]},
+            "claims": dict(cfg["claims"])}
 
 
 # ---- paths used by rules/hashing.smk (helpers live here: rules files hold rules only)
@@ -130,6 +129,11 @@ def eval_paths(cfg: Mapping[str, Any], results: str) -> list[str]:
 
 def sidecar_paths(cfg: Mapping[str, Any], results: str) -> list[str]:
     return [f"{results}/hashing/noise/{ds}/{sp}-{m}-r{r}-s{s}.json" for ds, sp, m, r, s in noise_records(cfg)]
+
+
+def chance_paths(cfg: Mapping[str, Any], results: str) -> list[str]:
+    return [f"{results}/hashing/chance/{ds}-L{b}.json" for ds in sorted({r["dataset"] for r in runs(cfg)})
+            for b in sorted({r["bits"] for r in runs(cfg) if r["dataset"] == ds})]
 
 
 def val_record(cfg: Mapping[str, Any], results: str, dataset: str, mode: str, rate: str, seed: int | str) -> str:

@@ -4,7 +4,13 @@ Labels come only from noise records (`noise.read_noisy`); the clean training lab
 read (split files are opened with `with_labels=False`). Per epoch the model is scored on the
 validation split (mean of I2T and T2I mAP@all) under the *noisy* validation labels (`noisy_val`,
 default) and, as a secondary paper-protocol row, the clean ones (`clean_val`); the best weights
-for each rule and the last ones are exported as numpy arrays. Only the main process writes.
+for each rule and the last ones are exported as numpy arrays (one `.npz`). Only the main process writes.
+
+The method's loss, its hyper-parameter candidates, its per-epoch sample selection and its reliability
+diagnostic come from the method registry (`paperflow.hashing.methods`). Every `ckpt_every` epochs the
+whole training state (model, optimizer, RNGs, the best snapshot per selection rule, finished candidates,
+the epoch log) is saved with `paperflow.core.checkpoint` (safetensors + JSON) to `ckpt_dir`; a rerun
+resumes from it and ends with the same weights as an uninterrupted run (tests/hashing/test_train.py).
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
+import shutil
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -45,19 +51,65 @@ def _auroc(score: np.ndarray, positive: np.ndarray) -> float | None:
     return float(roc_auc_score(positive, score))
 
 
+class _Bundle:
+    """Everything tensor-valued a checkpoint holds, behind one state_dict()/load_state_dict() so that
+    `core.checkpoint.save_training_state` writes it as one safetensors file: the live network, the best
+    snapshot per selection rule of the current candidate, every finished candidate's snapshots and the
+    small-loss clean mask."""
+
+    def __init__(self, net: Any, best: dict[str, Any], done: list[Any], clean_mask: Any) -> None:
+        self.net, self.best, self.done, self.clean_mask = net, best, done, clean_mask
+
+    def state_dict(self) -> dict[str, Any]:
+        import torch
+
+        sd = {f"net.{k}": v for k, v in self.net.state_dict().items()}
+        for sel, (_, _, w) in self.best.items():
+            sd.update({f"best.{sel}.{k}": torch.from_numpy(v) for k, v in w.items()})
+        for i, (_, best) in enumerate(self.done):
+            for sel, (_, _, w) in best.items():
+                sd.update({f"done{i}.{sel}.{k}": torch.from_numpy(v) for k, v in w.items()})
+        sd["clean_mask"] = self.clean_mask
+        return sd
+
+    def load_state_dict(self, sd: Mapping[str, Any], strict: bool = True) -> None:
+        self.net.load_state_dict({k[4:]: v for k, v in sd.items() if k.startswith("net.")})
+
+        def pick(prefix: str) -> dict[str, dict[str, np.ndarray]]:
+            out: dict[str, dict[str, np.ndarray]] = {}
+            for k, v in sd.items():
+                if k.startswith(prefix):
+                    sel, name = k[len(prefix):].split(".", 1)
+                    out.setdefault(sel, {})[name] = v.numpy().copy()
+            return out
+
+        self.snap_best = pick("best.")
+        self.snap_done = [pick(f"done{i}.") for i in range(len(self.done))]
+        self.clean_mask = sd["clean_mask"]
+
+
+def _pack_best(best: Mapping[str, tuple[float, int, Any]]) -> dict[str, list[float | int]]:
+    return {sel: [sc, ep] for sel, (sc, ep, _) in best.items()}
+
+
 def train_run(p: Mapping[str, Any], train_path: str | Path, val_path: str | Path, rec_train: str | Path,
-              rec_val: str | Path, out: str | Path, log_path: str | Path) -> dict[str, Any] | None:
-    """Train one run; returns the metrics dict on the main process (None elsewhere)."""
+              rec_val: str | Path, out: str | Path, log_path: str | Path, ckpt_dir: str | Path | None = None,
+              stop_after: int | None = None) -> dict[str, Any] | None:
+    """Train one run; returns the metrics dict on the main process (None elsewhere, and None when
+    `stop_after` epochs (counted over every candidate) have run: the job then stops after its checkpoint,
+    as a killed job would, and writes no outputs). With `ckpt_dir`, resumes from a checkpoint there."""
     import torch
     from accelerate import Accelerator
 
+    from paperflow.core.checkpoint import has_checkpoint, load_training_state, save_training_state
     from paperflow.core.seeding import seed_everything
     from paperflow.hashing import model as M
     from paperflow.hashing.data import load_split
     from paperflow.hashing.evaluate import both_directions, to_bits
+    from paperflow.hashing.methods import Batch
+    from paperflow.hashing.methods import get as get_method
     from paperflow.hashing.noise import read_changed, read_noisy
 
-    torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", "1"))))
     acc = Accelerator(cpu=not torch.cuda.is_available())
     t0 = time.perf_counter()
 
@@ -71,8 +123,9 @@ def train_run(p: Mapping[str, Any], train_path: str | Path, val_path: str | Path
     K = y_train.shape[1]
     ml = bool(p["multilabel"])
     tr = p["train"]
-    method = p["method"]
-    eps_grid = p.get("baselines", {}).get("label_smooth_eps", [0.0]) if method == "label_smooth" else [0.0]
+    method = get_method(p["method"])
+    mp = p["method_params"]
+    grid = method.grid(mp)
 
     x_img = torch.from_numpy(tr_split["img"])
     x_txt = torch.from_numpy(tr_split["txt"])
@@ -96,13 +149,22 @@ def train_run(p: Mapping[str, Any], train_path: str | Path, val_path: str | Path
     def export(net: Any) -> dict[str, np.ndarray]:
         return {k: v.detach().cpu().numpy().copy() for k, v in net.state_dict().items()}
 
-    candidates = []
-    epoch_log: list[dict[str, Any]] = []
-    for eps in eps_grid:
+    # resume point: (candidate index, epochs done in it), the finished candidates and the epoch log
+    resume: dict[str, Any] | None = None
+    if ckpt_dir is not None and has_checkpoint(ckpt_dir):
+        import json as _json
+
+        resume = _json.loads((Path(ckpt_dir) / "state.json").read_text())["extra"]
+        log.info("resuming from %s: candidate %d, epoch %d", ckpt_dir, resume["cand"], resume["epoch"])
+    candidates: list[tuple[dict[str, Any], dict[str, tuple[float, int, dict[str, np.ndarray]]]]] = []
+    epoch_log: list[dict[str, Any]] = list(resume["epoch_log"]) if resume else []
+    epochs_run = 0
+    for ci, cand in enumerate(grid):
+        if resume and ci < resume["cand"]:
+            continue  # finished before the checkpoint: restored below with the first resumed candidate
         seed_everything(int(p["train_seed"]))
         net = M.HashNet(x_img.shape[1], x_txt.shape[1], tr["hidden"], p["bits"], K, int(p["train_seed"]))
-        wd = tr["weight_decay_paper"] if method == "rfcmh_paper" else tr["weight_decay"]
-        opt = torch.optim.Adam(net.parameters(), lr=tr["lr"], betas=(0.9, 0.999), weight_decay=wd)
+        opt = torch.optim.Adam(net.parameters(), lr=tr["lr"], betas=(0.9, 0.999), weight_decay=mp["weight_decay"])
         ds = torch.utils.data.TensorDataset(x_img, x_txt, y_t, torch.arange(len(y_t)))
         gen = torch.Generator().manual_seed(int(p["train_seed"]))
         loader = torch.utils.data.DataLoader(ds, batch_size=tr["batch_size"], shuffle=True, drop_last=True,
@@ -112,25 +174,39 @@ def train_run(p: Mapping[str, Any], train_path: str | Path, val_path: str | Path
         W = raw.W
         best: dict[str, tuple[float, int, dict[str, np.ndarray]]] = {}
         clean_mask = torch.ones(len(y_t), dtype=torch.bool)
+        first_epoch = 1
+        if resume and ci == resume["cand"]:
+            bundle = _Bundle(raw, {}, [None] * ci, clean_mask)
+            load_training_state(ckpt_dir, model=bundle, optimizer=opt)  # type: ignore[arg-type]
+            gen.set_state(torch.tensor(resume["gen_state"], dtype=torch.uint8))
+            clean_mask = bundle.clean_mask
+            best = {sel: (float(sc), int(ep), bundle.snap_best[sel]) for sel, (sc, ep) in resume["best"].items()}
+            candidates = [(dict(c), {sel: (float(sc), int(ep), bundle.snap_done[i][sel])
+                                     for sel, (sc, ep) in b.items()})
+                          for i, (c, b) in enumerate(resume["done"])]
+            first_epoch = int(resume["epoch"]) + 1
+            resume = None
 
-        for epoch in range(1, tr["epochs"] + 1):
+        for epoch in range(first_epoch, tr["epochs"] + 1):
             for g in opt.param_groups:
                 g["lr"] = lr_at(epoch - 1, tr)
             diag: dict[str, Any] = {}
-            if method == "small_loss" and epoch > p["baselines"]["small_loss_warmup"]:
-                clean_mask, diag = _small_loss_split(raw, x_img, x_txt, y_t, W, p, ml, acc.device, changed_train)
+            if method.before_epoch is not None:
+                sel_out = method.before_epoch(epoch, raw, x_img, x_txt, y_t, W, mp, ml, acc.device, changed_train)
+                if sel_out is not None:
+                    clean_mask, diag = sel_out
             raw.train()
             tot, nb = 0.0, 0
             for xb_i, xb_t, yb, idx in loader:
                 z1, z2 = net(xb_i, xb_t)
-                loss = _loss(method, epoch, z1, z2, yb, idx, W, p, ml, eps, clean_mask.to(yb.device))
+                loss = method.loss(Batch(epoch, z1, z2, yb, idx, W, mp, ml, cand, clean_mask.to(yb.device)))
                 opt.zero_grad(set_to_none=True)
                 acc.backward(loss)
                 acc.clip_grad_norm_(net.parameters(), tr["clip"])
                 opt.step()
                 tot += float(loss.detach())
                 nb += 1
-            rec: dict[str, Any] = {"eps": eps, "epoch": epoch, "lr": opt.param_groups[0]["lr"],
+            rec: dict[str, Any] = {**cand, "epoch": epoch, "lr": opt.param_groups[0]["lr"],
                                    "loss": tot / max(nb, 1), **diag}
             if epoch % tr["eval_every"] == 0 or epoch == tr["epochs"]:
                 s = score(raw)
@@ -138,24 +214,36 @@ def train_run(p: Mapping[str, Any], train_path: str | Path, val_path: str | Path
                 for sel in ("noisy_val", "clean_val"):
                     if sel not in best or s[sel] > best[sel][0]:
                         best[sel] = (s[sel], epoch, export(raw))
-                if method.startswith("rfcmh") and epoch > p["rfcmh"]["warmup_epochs"]:
-                    w = _reliability_all(raw, x_img, x_txt, y_t, W, p, ml, acc.device)
+                if method.reliability is not None and epoch > mp[method.warmup_key or "warmup_epochs"]:
+                    w = _reliability_all(method, raw, x_img, x_txt, y_t, W, mp, ml, tr["batch_size"], acc.device)
                     rec["w_auroc_clean"] = _auroc(w, ~changed_train)
             epoch_log.append(rec)
             if acc.is_main_process:
                 log.info(json.dumps(rec))
+            epochs_run += 1
+            last_of_cand = epoch == tr["epochs"]
+            if ckpt_dir is not None and not last_of_cand and (epoch % tr["ckpt_every"] == 0 or stop_after == epochs_run):
+                if acc.is_main_process:
+                    save_training_state(
+                        ckpt_dir, model=_Bundle(raw, best, candidates, clean_mask), optimizer=opt, step=epoch,
+                        extra={"cand": ci, "epoch": epoch, "gen_state": gen.get_state().tolist(),
+                               "best": _pack_best(best), "done": [[c, _pack_best(b)] for c, b in candidates],
+                               "epoch_log": epoch_log})
+                acc.wait_for_everyone()
+            if stop_after is not None and epochs_run >= stop_after:
+                return None
         best["last"] = (epoch_log[-1]["noisy_val"], tr["epochs"], export(raw))
-        candidates.append((eps, best))
+        candidates.append((cand, best))
         acc.free_memory()
 
-    # per selection rule: pick ε (label_smooth) and epoch on that rule's validation score;
-    # `last` picks ε by the noisy-validation score at the final epoch.
+    # per selection rule: pick the candidate (e.g. label_smooth's ε) and epoch on that rule's validation
+    # score; `last` picks the candidate by the noisy-validation score at the final epoch.
     chosen: dict[str, dict[str, Any]] = {}
     for sel in p["train"]["selections"]:
         key = "noisy_val" if sel == "last" else sel
-        eps, best = max(candidates, key=lambda c: c[1]["last" if sel == "last" else key][0])
+        cand, best = max(candidates, key=lambda c: c[1]["last" if sel == "last" else key][0])
         sc, ep, wts = best[sel]
-        chosen[sel] = {"eps": eps, "epoch": ep, "val_score": sc, "weights": wts}
+        chosen[sel] = {**cand, "epoch": ep, "val_score": sc, "weights": wts}
     metrics = {"selected": {s: {k: v for k, v in c.items() if k != "weights"} for s, c in chosen.items()},
                "train_wall_s": round(time.perf_counter() - t0, 3), "n_processes": acc.num_processes,
                "epochs_run": len(epoch_log)}
@@ -182,102 +270,21 @@ def train_run(p: Mapping[str, Any], train_path: str | Path, val_path: str | Path
         with open(tmp, "wb") as fh:
             np.savez(fh, **arrays)
     write_text(log_path, "".join(json.dumps(r, default=float) + "\n" for r in epoch_log))
+    if ckpt_dir is not None:
+        shutil.rmtree(ckpt_dir, ignore_errors=True)  # finished: the outputs supersede the checkpoint
     return metrics
 
 
-def _loss(method: str, epoch: int, z1: Any, z2: Any, y: Any, idx: Any, W: Any, p: Mapping[str, Any], ml: bool,
-          eps: float, clean_mask: Any) -> Any:
+def _reliability_all(method: Any, raw: Any, x_img: Any, x_txt: Any, y: Any, W: Any, mp: Mapping[str, Any], ml: bool,
+                     batch_size: int, device: Any) -> np.ndarray:
+    """The method's reliability weight of every training pair (batches of the training batch size, index order)."""
     import torch
 
-    from paperflow.hashing import model as M
-
-    if method in ("plain", "label_smooth") or (method == "small_loss" and epoch <= p["baselines"]["small_loss_warmup"]):
-        b = p["baselines"]
-        ones = torch.ones(z1.shape[0], device=z1.device)
-        return (M.label_loss(z1, z2, W, y, b["ce_temp"], ml, eps=eps)
-                + M.margin(z1, z2, y, ones, b["gamma"], ml, normalize="weights"))
-    if method == "small_loss":
-        b = p["baselines"]
-        keep = clean_mask[idx]
-        loss = b["small_loss_alpha"] * M.intra_code(z1, z2, b["tau"], b["q"])
-        if int(keep.sum()) >= 2:
-            c1, c2, yc = z1[keep], z2[keep], y[keep]
-            ones = torch.ones(c1.shape[0], device=z1.device)
-            loss = loss + M.label_loss(c1, c2, W, yc, b["ce_temp"], ml) + M.margin(c1, c2, yc, ones, b["gamma"], ml,
-                                                                                   normalize="weights")
-        return loss
-    r = p["rfcmh"]
-    if method == "rfcmh":
-        a1 = M.admissibility_code(M.possibility_code(z1, W, r["proto_temp"], ml), y, r["kappa"], ml)
-        a2 = M.admissibility_code(M.possibility_code(z2, W, r["proto_temp"], ml), y, r["kappa"], ml)
-        intra = M.intra_code(z1, z2, r["tau"], r["q"])
-        if epoch <= r["warmup_epochs"]:
-            return M.warm_far(a1, a2, y) + r["alpha"] * intra
-        w = M.reliability_code(a1, a2, y, r["tau_w"], ml)
-        return (M.margin(z1, z2, y, w, r["gamma"], ml, normalize="weights") + r["alpha"] * intra
-                + M.inter_code(z1, z2, y, r["gamma"], r["delta_shift"], ml))
-    if method == "rfcmh_paper":
-        a1 = M.admissibility_paper(M.possibility_paper(z1, W, r["proto_temp"]), y, r["kappa"], ml)
-        a2 = M.admissibility_paper(M.possibility_paper(z2, W, r["proto_temp"]), y, r["kappa"], ml)
-        intra = M.intra_paper(z1, z2, r["tau"], r["q"])
-        if epoch <= r["warmup_epochs"]:
-            return M.warm_far(a1, a2, y) + r["alpha"] * intra
-        w = M.reliability_paper(a1, a2, y, r["delta_paper"], r["tau"], ml)
-        return (M.margin(z1, z2, y, w, r["gamma"], ml, normalize="pairs")
-                + r["alpha"] * (intra + M.inter_paper(z1, z2, r["gamma"], r["delta_shift"], r["tau"])))
-    raise KeyError(f"unknown method {method!r}")
-
-
-def _batches(n: int, bs: int):  # type: ignore[no-untyped-def]
-    for s in range(0, n, bs):
-        yield slice(s, min(n, s + bs))
-
-
-def _small_loss_split(raw: Any, x_img: Any, x_txt: Any, y: Any, W: Any, p: Mapping[str, Any], ml: bool, device: Any,
-                      changed: np.ndarray) -> tuple[Any, dict[str, Any]]:
-    """Per-pair loss (eval mode) -> min-max -> 2-component GMM -> clean set (low-mean posterior > 0.5)."""
-    import torch
-    from sklearn.mixture import GaussianMixture
-
-    from paperflow.hashing import model as M
-
-    raw.eval()
-    losses = []
-    with torch.no_grad():
-        for sl in _batches(len(y), 1024):
-            z1, z2 = raw(x_img[sl].to(device), x_txt[sl].to(device))
-            losses.append(M.label_loss(z1, z2, W, y[sl].to(device), p["baselines"]["ce_temp"], ml, reduce=False).cpu())
-    ell = torch.cat(losses).numpy().astype(np.float64)
-    ell = (ell - ell.min()) / max(ell.max() - ell.min(), 1e-12)
-    gmm = GaussianMixture(n_components=2, random_state=0, max_iter=100, reg_covar=5e-4).fit(ell[:, None])
-    post = gmm.predict_proba(ell[:, None])[:, int(np.argmin(gmm.means_.ravel()))]
-    clean = post > 0.5
-    diag = {"sl_clean_frac": float(clean.mean()),
-            "sl_noisy_frac_in_clean": float(changed[clean].mean()) if clean.any() else None}
-    return torch.from_numpy(clean), diag
-
-
-def _reliability_all(raw: Any, x_img: Any, x_txt: Any, y: Any, W: Any, p: Mapping[str, Any], ml: bool,
-                     device: Any) -> np.ndarray:
-    """Reliability weights of every training pair (batches of the training batch size, index order)."""
-    import torch
-
-    from paperflow.hashing import model as M
-
-    r = p["rfcmh"]
     raw.eval()
     out = []
     with torch.no_grad():
-        for sl in _batches(len(y), p["train"]["batch_size"]):
+        for s in range(0, len(y), batch_size):
+            sl = slice(s, min(len(y), s + batch_size))
             z1, z2 = raw(x_img[sl].to(device), x_txt[sl].to(device))
-            yb = y[sl].to(device)
-            if p["method"] == "rfcmh":
-                a1 = M.admissibility_code(M.possibility_code(z1, W, r["proto_temp"], ml), yb, r["kappa"], ml)
-                a2 = M.admissibility_code(M.possibility_code(z2, W, r["proto_temp"], ml), yb, r["kappa"], ml)
-                w = M.reliability_code(a1, a2, yb, r["tau_w"], ml) if len(yb) > 1 else torch.full((len(yb),), 0.5)
-            else:
-                a1 = M.admissibility_paper(M.possibility_paper(z1, W, r["proto_temp"]), yb, r["kappa"], ml)
-                a2 = M.admissibility_paper(M.possibility_paper(z2, W, r["proto_temp"]), yb, r["kappa"], ml)
-                w = M.reliability_paper(a1, a2, yb, r["delta_paper"], r["tau"], ml)
-            out.append(w.cpu())
+            out.append(method.reliability(z1, z2, y[sl].to(device), W, mp, ml).cpu())
     return torch.cat(out).numpy()
