@@ -58,19 +58,20 @@ def judge_claim(key: str, mvp: Sequence[float], single: Sequence[float], n_pairs
     mvp_a, single_a = np.asarray(list(mvp), float), np.asarray(list(single), float)
     if mvp_a.size == 0 or mvp_a.size != single_a.size:
         return Estimate(float("nan"), n=0), Verdict("not testable at this scale", "no paired seeds to compare")
-    if not (np.isfinite(mvp_a).all() and np.isfinite(single_a).all()):
-        return Estimate(float("nan"), n=int(mvp_a.size)), Verdict("not testable at this scale",
-                                                                  f"{key} undefined (NaN) in some run")
-    eff = paired_diff(mvp_a, single_a)
-    untestable = None
     min_pairs = int(rule_cfg.get("min_pairs", 1))
     chance, margin = float(rule_cfg.get("chance", 0.0)), float(rule_cfg.get("margin", 0.0))
-    base = float(single_a.mean())
-    if n_pairs < min_pairs:
+    finite = bool(np.isfinite(mvp_a).all() and np.isfinite(single_a).all())
+    eff = paired_diff(mvp_a, single_a) if finite else Estimate(float("nan"), n=int(mvp_a.size))
+    untestable = None
+    if mvp_a.size < rule.min_n:
+        untestable = f"{mvp_a.size} seed(s), below the declared minimum {rule.min_n}"
+    elif n_pairs < min_pairs:
         untestable = f"{n_pairs} test pairs per run, below the declared minimum {min_pairs}"
-    elif at_floor(base, chance, margin):
-        untestable = (f"single-view baseline at chance: {key} {base:.3f} within {margin} of {chance} "
-                      f"(its latents carry no action information)")
+    elif not finite:
+        untestable = f"{key} undefined (NaN) in some run"
+    elif at_floor(float(single_a.mean()), chance, margin):
+        untestable = (f"single-view baseline at chance: {key} {float(single_a.mean()):.3f} within {margin} of "
+                      f"{chance} (its latents carry no action information)")
     return eff, judge(eff, rule, untestable=untestable, what=f"MVP − single {key}")
 
 

@@ -150,7 +150,7 @@ def report(mv_dir: str | Path, metric_files: list[str], outdir: str | Path, prm:
     for j in judge_all(agg, prm["claims"]):
         metric = CLAIMS_METRIC[j.key]
         mv, sv = agg["mvp"][metric], agg["single"][metric]
-        measured = (f"MVP {_fmt(mv)} vs single {_fmt(sv)}; MVP − single {j.estimate.fmt(3, 'seeds')}")
+        measured = f"MVP {_fmt(mv)} vs single {_fmt(sv)}; MVP − single {j.estimate.fmt(3, 'seed(s)')}"
         claims.append(Claim.judged(j.claim, measured, j.verdict, sample=j.sample, paper=j.paper, source=j.source))
     rows = ["| model | KSG slot 0 | KSG slot 1 | KSG mean-of-views | KSG + gripper | KSG xyz only | mixed (codes) | "
             "BA (KL H) | probe NMSE | probe NMSE pooled | probe NMSE xyz | OOD NMSE | in-dist NMSE (same probe) | "
