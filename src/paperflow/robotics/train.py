@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import shutil
 from pathlib import Path
 from typing import Any
@@ -77,9 +76,11 @@ def train_lam(mv_dir: str | Path, out: str | Path, p: dict[str, Any], seed: int,
     acc = make_accelerator()
     model, opt = acc.prepare(model, opt)
     ftr, fva = ftr.to(acc.device), fva.to(acc.device)
+    from paperflow.core.schedule import lambda_lr
+
     steps, bs, warm = p["steps"], p["batch_size"], max(1, int(0.05 * p["steps"]))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
+    # linear warm-up over `warm` steps, then cosine to 0 (core.schedule.warmup_cosine)
+    sched = lambda_lr(opt, steps, warm)
     gen = torch.Generator().manual_seed(seed)
     rows: list[dict[str, Any]] = []
     start = 0
