@@ -55,14 +55,13 @@ def test_outputs_and_manifests(run_dir):
 
 @pytest.mark.workflow
 def test_cli_by_hand_derives_same_params(run_dir, tmp_path):
-    """`--config FILE` by hand reproduces the rule's job: same metrics as the workflow's lam-eval."""
+    """`paperflow robotics extract --config FILE` by hand plans the rule's job from the config: the same
+    parameters in its manifest and the same dataset statistics as the workflow's extract."""
     env = dict(os.environ, OMP_NUM_THREADS="1", HF_DATASETS_OFFLINE="1", PAPERFLOW_PROGRESS="0")
-    out = tmp_path / "metrics.json"
-    r = subprocess.run([sys.executable, "-m", "paperflow.cli", "robotics", "lam-eval", "--config",
-                        str(REPO / "config" / "test.yaml"), "--data", str(run_dir / "data/robotics/mv"), "--model-dir",
-                        str(run_dir / "models/robotics/mvplam/mvp/seed0"), "--seed", "0", "--out", str(out)],
-                       env=env, capture_output=True, text=True, cwd=REPO)
+    out = tmp_path / "mv"
+    r = subprocess.run([sys.executable, "-m", "paperflow.cli", "robotics", "extract", "--config",
+                        str(REPO / "config" / "test.yaml"), "--raw", str(run_dir / "data/robotics/sim/raw"),
+                        "--out", str(out)], env=env, capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 0, r.stderr[-3000:]
-    a = json.loads(out.read_text())
-    b = json.loads((run_dir / RES / "mvp/seed0/metrics.json").read_text())
-    assert a["slot0"]["ksg"] == b["slot0"]["ksg"] and a["slot0"]["probe_nmse"] == b["slot0"]["probe_nmse"]
+    assert read_manifest(out)["config"] == read_manifest(run_dir / "data/robotics/mv")["config"]
+    assert (out / "stats.json").read_text() == (run_dir / "data/robotics/mv/stats.json").read_text()
