@@ -63,3 +63,11 @@ def test_train_resume_equals_uninterrupted(mv, lam_dir, tmp_path, stop):
         assert _equal(full / f, part / f), f
     assert (full / "log.json").read_text() == (part / "log.json").read_text()
     assert not Path(str(part) + ".resume").exists()
+
+
+def test_checkpoint_of_another_job_is_discarded(mv, lam_dir, tmp_path):
+    """A checkpoint written for another seed is not resumed from: the result equals a fresh run."""
+    part = tmp_path / "lam"
+    assert stages.lam_pretrain(COMMON, data=mv, seed=1, out=part, stop_after=2) is None
+    stages.lam_pretrain(COMMON, data=mv, seed=0, out=part)
+    assert _equal(lam_dir / "lam.safetensors", part / "lam.safetensors")

@@ -47,3 +47,15 @@ def test_lam_train_resume_equals_uninterrupted(mv, tmp_path, model):
     assert (full / "log.csv").read_text() == (part / "log.csv").read_text()
     # the stop landed after a dead-code reset (step 2): the reset generator's state was restored too
     assert "dead_codes_reset" in (full / "log.csv").read_text().splitlines()[0]
+
+
+def test_checkpoint_of_another_job_is_discarded(mv, tmp_path):
+    """A checkpoint written with other parameters is not resumed from (the rerun starts over)."""
+    out = tmp_path / "m"
+    other = dict(_params("mvp"), lr=5e-3)
+    assert stages.lam_train(other, data=mv, seed=0, out=out, stop_after=3) is None
+    stages.lam_train(_params("mvp"), data=mv, seed=0, out=out)
+    ref = tmp_path / "ref"
+    stages.lam_train(_params("mvp"), data=mv, seed=0, out=ref)
+    a, b = load_weights(out / "model.safetensors"), load_weights(ref / "model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)

@@ -311,17 +311,23 @@ class Resume:
     dir: Path
     every: int = 0
     stop_after: int | None = None
+    job: str = ""  # hash of what the job depends on; a checkpoint of another job is discarded
     done: int = 0  # steps of earlier phases finished in this stage
     stopped: bool = False
 
     def saved_phase(self) -> str | None:
+        import json
+        import shutil
+
         from paperflow.core.checkpoint import STATE_FILE, has_checkpoint
 
         if not has_checkpoint(self.dir):
             return None
-        import json
-
-        return json.loads((Path(self.dir) / STATE_FILE).read_text())["extra"]["phase"]
+        extra = json.loads((Path(self.dir) / STATE_FILE).read_text())["extra"]
+        if extra.get("job") != self.job:  # parameters, seed or data changed since it was written
+            shutil.rmtree(self.dir, ignore_errors=True)
+            return None
+        return extra["phase"]
 
     def load(self, phase: str, model: nn.Module, opt: Any, rng: np.random.Generator, gen: torch.Generator | None,
              log: list[dict]) -> int:
@@ -347,7 +353,7 @@ class Resume:
         due = self.every > 0 and step_done % self.every == 0 and step_done < total
         if stop or due:
             save_training_state(self.dir, model=model, optimizer=opt, step=step_done, np_rng=rng,
-                                extra={"phase": phase, "done": self.done, "log": log,
+                                extra={"phase": phase, "done": self.done, "log": log, "job": self.job,
                                        "gen_state": None if gen is None else gen.get_state().tolist()})
         self.stopped = stop
         return stop

@@ -65,10 +65,20 @@ class StoppedEarly(Exception):
     """Raised inside a training stage's atomic writer so a deliberately stopped run leaves no output."""
 
 
-def _resume(out: Path, every: int, stop_after: int | None) -> Any:
+def _data_id(path: Path, name: str = "stats.json") -> str:
+    """A cheap identity of an input directory: the digest of one file that changes with it (the extracted
+    dataset's train statistics, or a model's weights)."""
+    from paperflow.core.io import file_digest
+
+    return file_digest(Path(path) / name)
+
+
+def _resume(out: Path, every: int, stop_after: int | None, job: dict[str, Any]) -> Any:
+    """Resumable state of a training stage in <out>.resume/, tied to the job (params, seed, inputs)."""
+    from paperflow.core.config import config_hash
     from paperflow.robopolicy.lara import Resume
 
-    return Resume(Path(str(out) + ".resume"), every, stop_after)
+    return Resume(Path(str(out) + ".resume"), every, stop_after, config_hash(job))
 
 
 @stage(plan=plan.data_params)
@@ -104,7 +114,7 @@ def lam_pretrain(params: LamParams, *, data: Path, seed: int, out: Path,
     d = lara.load_demos(data, "train", stats)
     lam = lara.make_lam(prm, prm["image_size"])
     rows: list[dict] = []
-    resume = _resume(out, prm["ckpt_every"], stop_after)
+    resume = _resume(out, prm["ckpt_every"], stop_after, {"params": prm, "seed": seed, "data": _data_id(data)})
     if not lara.train_lam(lam, d, {**prm, "stats": stats}, seed, rows, resume):
         log.info("stopped after %s steps; checkpoint kept in %s", stop_after, resume.dir)
         return None
@@ -140,7 +150,8 @@ def train(params: TrainParams, *, data: Path, lam: Path, seed: int, out: Path,
         lam_model = lara.make_lam(prm, prm["image_size"])
         load_weights(Path(lam) / "lam.safetensors", lam_model)
     rows: list[dict] = []
-    resume = _resume(out, prm["ckpt_every"], stop_after)
+    resume = _resume(out, prm["ckpt_every"], stop_after, {"params": prm, "seed": seed, "data": _data_id(data),
+                                                          "lam": _data_id(lam, "lam.safetensors")})
     da = lara.load_demos(data, "train", stats, prm["tasks_a"])
     db = lara.load_demos(data, "train", stats, prm["tasks_b"], prm["s3_demos"])
     ok = True

@@ -54,6 +54,8 @@ def train_lam(mv_dir: str | Path, out: str | Path, p: dict[str, Any], seed: int,
     import torch
 
     from paperflow.core.checkpoint import has_checkpoint, load_training_state, save_training_state, save_weights
+    from paperflow.core.config import config_hash
+    from paperflow.core.io import file_digest
     from paperflow.robotics.data import clips, load_episodes
     from paperflow.robotics.model import LAM, lam_loss
 
@@ -84,16 +86,22 @@ def train_lam(mv_dir: str | Path, out: str | Path, p: dict[str, Any], seed: int,
     gen = torch.Generator().manual_seed(seed)
     rows: list[dict[str, Any]] = []
     start = 0
+    # the job a checkpoint belongs to: parameters, seed and the data (its train statistics' digest)
+    job = config_hash({"params": dict(p), "seed": seed, "data": file_digest(Path(mv_dir) / "stats.json")})
     if resume_dir is not None and has_checkpoint(resume_dir):
-        st = load_training_state(resume_dir, model=acc.unwrap_model(model), optimizer=opt, scheduler=sched)
-        start = st["step"]
-        rows = list(st["extra"]["rows"])
-        gen.set_state(torch.tensor(st["extra"]["gen_state"], dtype=torch.uint8))
-        log.info("resumed from step %d (%s)", start, resume_dir)
+        if _checkpoint_job(resume_dir) != job:  # another job's state (parameters, seed or data changed)
+            log.warning("ignoring the checkpoint in %s: written by a job with other parameters", resume_dir)
+            shutil.rmtree(resume_dir, ignore_errors=True)
+        else:
+            st = load_training_state(resume_dir, model=acc.unwrap_model(model), optimizer=opt, scheduler=sched)
+            start = st["step"]
+            rows = list(st["extra"]["rows"])
+            gen.set_state(torch.tensor(st["extra"]["gen_state"], dtype=torch.uint8))
+            log.info("resumed from step %d (%s)", start, resume_dir)
 
     def checkpoint(step_done: int) -> None:
         save_training_state(resume_dir, model=acc.unwrap_model(model), optimizer=opt, scheduler=sched,  # type: ignore[arg-type]
-                            step=step_done, extra={"rows": rows, "gen_state": gen.get_state().tolist()})
+                            step=step_done, extra={"rows": rows, "gen_state": gen.get_state().tolist(), "job": job})
 
     model.train()
     for step in progress(range(start, steps), desc=f"lam {p['model']} seed {seed}", total=steps - start):
@@ -133,6 +141,12 @@ def train_lam(mv_dir: str | Path, out: str | Path, p: dict[str, Any], seed: int,
         shutil.rmtree(resume_dir, ignore_errors=True)
     return {"final_train_loss": rows[-1]["loss"] if rows else float("nan"), **{f"val_{k_}": v for k_, v in val.items()},
             "train_clips": int(len(ctr["i0"])), "steps": steps}
+
+
+def _checkpoint_job(ckpt_dir: str | Path) -> str | None:
+    from paperflow.core.checkpoint import STATE_FILE
+
+    return json.loads((Path(ckpt_dir) / STATE_FILE).read_text()).get("extra", {}).get("job")
 
 
 def evaluate_loss(model: Any, feats: Any, c: dict[str, np.ndarray], mode: str, bs: int) -> dict[str, float]:
