@@ -118,7 +118,7 @@ def lara_claims(agg: Mapping[str, Any], cfg: Mapping[str, Any]) -> list[Claim]:
         return min(len(V[v]["seeds"]) for v in vs)
 
     def sample(*vs: str, c: str = c0) -> str:
-        return f"{_seeds(n_seeds(*vs))}, " + " vs ".join(f"{kn(v, c)[1]} episodes" for v in vs[:1]) + " per arm"
+        return f"{_seeds(n_seeds(*vs))}, {min(kn(v, c)[1] for v in vs)} episodes per arm"
 
     # sanity of the protocol: oracle ~100%, random ~0%
     ko, no = int(ref["oracle"]["k"]), int(ref["oracle"]["n"])
