@@ -40,5 +40,7 @@ def main(S: int = 64, B: int = 32, width: int = 128, n: int = 5) -> None:
 
 
 if __name__ == "__main__":
-    torch.set_num_threads(1)
+    from paperflow.core.cli import setup_threads
+
+    setup_threads()  # the runner's one thread set-up (OMP_NUM_THREADS, default 1)
     main()

@@ -158,7 +158,7 @@ rule robopolicy_gam_report:
         rollouts=report(f"{RP_RES}/gam/rollouts.png", category="robopolicy", subcategory="GAM",
                         caption="../workflow/report/robopolicy.rst"),
     params:
-        p=lambda w: as_json(robopolicy_plan.gam_params(config["robopolicy"])),
+        p=lambda w: as_json(robopolicy_plan.gam_report_params(config["robopolicy"])),
         outdir=lambda w, output: os.path.dirname(output.metrics),
     log:
         "logs/robopolicy/gam_report.log",

@@ -131,7 +131,7 @@ def stats():
 
 
 def test_closed_loop_oracle_near_100_random_near_0(stats):
-    from paperflow.robotics.sim import ExpertPolicy
+    from paperflow.robotics.api import ExpertPolicy
 
     render = {"width": 48, "height": 36, "views": [0], "distractor_strength": 0.0}
     ev = {"n_tasks": 3, "episodes_per_task": 3, "max_steps": 40}

@@ -1,9 +1,6 @@
 """The robopolicy study end to end on config/test.yaml (its own targets only): data -> S1 -> S2/S3 per
 variant -> closed-loop evaluation -> LARA report; GAM seeds -> report; combined summary."""
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,17 +14,9 @@ RES = "results/robotics"
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("robopolicy_wf")
-    env = dict(os.environ, OMP_NUM_THREADS="1", HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", PAPERFLOW_PROGRESS="0",
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    cfg = load_config(REPO / "config" / "test.yaml")["robopolicy"]
-    targets = plan.targets(cfg, "results")
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(d), "--configfile",
-           str(REPO / "config" / "test.yaml"), "--cores", "2", *targets, "--quiet", "all"]
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    return d
+def run_dir(smk_run):
+    """The shared smoke run of config/test.yaml (tests/conftest.py) — no private snakemake run."""
+    return smk_run
 
 
 @pytest.mark.workflow
@@ -38,11 +27,21 @@ def test_outputs_manifests_and_claims(run_dir):
     for sub in ("lara", "gam"):
         man = read_manifest(run_dir / RES / sub / "summary.md")
         claims = man["metrics"]["claims"]
-        assert claims and {c["verdict"] for c in claims} <= {"held", "did not hold", "partly", "not testable at this scale"}
+        assert claims and {c["verdict"] for c in claims} <= {"held", "did not hold", "partly", "inconclusive",
+                                                             "not testable at this scale"}
+        assert all(c["sample"] and c["reason"] for c in claims)
     comb = read_manifest(run_dir / RES / "robopolicy_summary.md")
     assert len(comb["metrics"]["claims"]) == sum(
         len(read_manifest(run_dir / RES / s / "summary.md")["metrics"]["claims"]) for s in ("lara", "gam"))
     assert "reconstruction" in (run_dir / RES / "gam" / "summary.md").read_text()
+    # the smoke profile (1 seed, 2 episodes per arm; 2 GAM seeds x 2 tasks) is below the declared minimums:
+    # comparisons of success rates are not testable there, never held
+    lara = {c["claim"]: c for c in read_manifest(run_dir / RES / "lara" / "summary.md")["metrics"]["claims"]}
+    for text, c in lara.items():
+        if text.startswith(("LARA (", "LARA >")):
+            assert c["verdict"] == "not testable at this scale", c
+    gam = read_manifest(run_dir / RES / "gam" / "summary.md")["metrics"]["claims"]
+    assert all(c["verdict"] == "not testable at this scale" for c in gam), gam
 
 
 @pytest.mark.workflow
@@ -55,7 +54,9 @@ def test_lara_metrics_come_from_the_simulator(run_dir):
     for v, row in agg["variants"].items():
         assert row["train_like/chunk0"]["n"] == n
     assert agg["reference"]["oracle"]["n"] == n
-    # frozen_align leaves the S1 LAM untouched; lara changes it
+    # frozen_align leaves the S1 LAM untouched; lara changes it; weights are safetensors, never pickles
+    models = run_dir / "models" / "robopolicy"
+    assert (models / "lam_s1" / "seed0" / "lam.safetensors").exists() and not list(models.rglob("*.pt"))
     assert all(x == 0 for x in agg["variants"]["frozen_align"]["lam_param_change"])
     assert all(x > 0 for x in agg["variants"]["lara"]["lam_param_change"])
     # the data went through the robotics extractor (Arrow shards + stats.json + manifest)

@@ -21,9 +21,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from paperflow.robotics.bridge import load_split, normalize_actions, resize
-from paperflow.robotics.model import FrozenStem, LAMConfig
-from paperflow.robotics.sim import COLORS, SHAPES
+from paperflow.core.schedule import warmup_cosine
+from paperflow.robotics.api import COLORS, SHAPES, FrozenStem, LAMConfig, load_split, normalize_actions, resize
 
 VARIANTS = ("dit_only", "frozen_align", "lara", "lara_mse")
 # closed vocabulary of the simulator's instruction templates (spec b.4)
@@ -53,7 +52,7 @@ class Demos:
 
 def load_demos(mv_dir: str | Path, split: str, stats: dict[str, Any], templates: list[str] | None = None,
                max_per_template: int | None = None) -> Demos:
-    from paperflow.robotics.simdata import TEMPLATE_FOLDERS
+    from paperflow.robotics.api import TEMPLATE_FOLDERS
 
     ds = load_split(mv_dir, split)
     keep_folders = None if templates is None else {TEMPLATE_FOLDERS[t] for t in templates}
@@ -280,11 +279,10 @@ def joint_loss(vla: TinyVLA, lam: TinyLAM | None, b: dict[str, torch.Tensor], va
 
 
 # ------------------------------------------------------------------------------------- training
-def _cosine(step: int, total: int, warmup: float) -> float:
-    w = max(1, int(warmup * total))
-    if step < w:
-        return (step + 1) / w
-    return 0.5 * (1 + math.cos(math.pi * (step - w) / max(1, total - w)))
+def lr_factor(step: int, total: int, warmup: float) -> float:
+    """`core.schedule.warmup_cosine` with the warm-up length this study always used: at least one step
+    (max(1, int(warmup * total))); identical numbers to the former private `_cosine`."""
+    return warmup_cosine(step, total, max(1, int(warmup * total)))
 
 
 def make_vla(p: dict[str, Any]) -> TinyVLA:
@@ -300,36 +298,113 @@ def make_lam(p: dict[str, Any], image_size: int) -> TinyLAM:
                    n_queries=n["lam_queries"], d_embed=n["lam_embed"], n_codes=n["lam_codes"], beta=n["beta"])
 
 
-def train_lam(lam: TinyLAM, d: Demos, p: dict[str, Any], seed: int, log: list[dict]) -> None:
-    """Stage S1: the LAM alone on all train video (actions unused)."""
+@dataclass
+class Resume:
+    """Resumable training of one stage (`paperflow.core.checkpoint`, safetensors + JSON in `dir`).
+
+    A stage may run several phases (S2 then S3); the checkpoint records the phase, the step inside it,
+    the models (one `nn.ModuleDict`), the phase's optimizer, the torch and numpy RNGs, the noise
+    generator and the log. `every`: checkpoint interval in steps (0: none); `stop_after`: checkpoint
+    after that many steps of the stage (all phases counted) and stop (tests, preemption drills).
+    """
+
+    dir: Path
+    every: int = 0
+    stop_after: int | None = None
+    job: str = ""  # hash of what the job depends on; a checkpoint of another job is discarded
+    done: int = 0  # steps of earlier phases finished in this stage
+    stopped: bool = False
+
+    def saved_phase(self) -> str | None:
+        import json
+        import shutil
+
+        from paperflow.core.checkpoint import STATE_FILE, has_checkpoint
+
+        if not has_checkpoint(self.dir):
+            return None
+        extra = json.loads((Path(self.dir) / STATE_FILE).read_text())["extra"]
+        if extra.get("job") != self.job:  # parameters, seed or data changed since it was written
+            shutil.rmtree(self.dir, ignore_errors=True)
+            return None
+        return extra["phase"]
+
+    def load(self, phase: str, model: nn.Module, opt: Any, rng: np.random.Generator, gen: torch.Generator | None,
+             log: list[dict]) -> int:
+        """Restore the checkpoint if it belongs to `phase`; returns the step to continue from."""
+        from paperflow.core.checkpoint import load_training_state
+
+        if self.saved_phase() != phase:
+            return 0
+        st = load_training_state(self.dir, model=model, optimizer=opt, np_rng=rng)
+        ex = st["extra"]
+        log[:] = ex["log"]
+        if gen is not None:
+            gen.set_state(torch.tensor(ex["gen_state"], dtype=torch.uint8))
+        self.done = int(ex["done"])
+        return st["step"]
+
+    def after_step(self, phase: str, step_done: int, total: int, model: nn.Module, opt: Any,
+                   rng: np.random.Generator, gen: torch.Generator | None, log: list[dict]) -> bool:
+        """Checkpoint when due; True when the stage must stop now."""
+        from paperflow.core.checkpoint import save_training_state
+
+        stop = self.stop_after is not None and self.done + step_done >= self.stop_after
+        due = self.every > 0 and step_done % self.every == 0 and step_done < total
+        if stop or due:
+            save_training_state(self.dir, model=model, optimizer=opt, step=step_done, np_rng=rng,
+                                extra={"phase": phase, "done": self.done, "log": log, "job": self.job,
+                                       "gen_state": None if gen is None else gen.get_state().tolist()})
+        self.stopped = stop
+        return stop
+
+    def phase_done(self, steps: int) -> None:
+        self.done += steps
+
+
+def _models(vla: TinyVLA | None, lam: TinyLAM | None) -> nn.ModuleDict:
+    return nn.ModuleDict({k: m for k, m in (("vla", vla), ("lam", lam)) if m is not None})
+
+
+def train_lam(lam: TinyLAM, d: Demos, p: dict[str, Any], seed: int, log: list[dict],
+              resume: Resume | None = None) -> bool:
+    """Stage S1: the LAM alone on all train video (actions unused). False when stopped by `resume`."""
     from accelerate import Accelerator
 
     acc = Accelerator(cpu=not torch.cuda.is_available())
     opt = torch.optim.AdamW([q for q in lam.parameters() if q.requires_grad], lr=p["lr"], betas=(0.95, 0.999),
                             weight_decay=p["weight_decay"])
+    rng = np.random.default_rng([seed, 1])
+    start = resume.load("S1", _models(None, lam), opt, rng, None, log) if resume else 0
     lam, opt = acc.prepare(lam, opt)
     idx_all = samples(d)
-    rng = np.random.default_rng([seed, 1])
     K = p["horizon"] - 1
-    for step in range(p["s1_steps"]):
+    steps = p["s1_steps"]
+    for step in range(start, steps):
         for g in opt.param_groups:
-            g["lr"] = p["lr"] * _cosine(step, p["s1_steps"], p["warmup"])
+            g["lr"] = p["lr"] * lr_factor(step, steps, p["warmup"])
         b = batch(d, idx_all[rng.integers(len(idx_all), size=p["batch_size"])], p["horizon"], K, p["stats"])
         loss, _ = acc.unwrap_model(lam).loss(b["f0"].to(acc.device), b["f1"].to(acc.device))
         opt.zero_grad()
         acc.backward(loss)
         opt.step()
-        if step % p["log_every"] == 0 or step == p["s1_steps"] - 1:
+        if step % p["log_every"] == 0 or step == steps - 1:
             log.append({"stage": "S1", "step": step, "lam": loss.item()})
+        if resume and resume.after_step("S1", step + 1, steps, _models(None, acc.unwrap_model(lam)), opt, rng, None,
+                                        log):
+            return False
+    return True
 
 
 def train_joint(vla: TinyVLA, lam: TinyLAM | None, d: Demos, p: dict[str, Any], steps: int, seed: int, stage: str,
-                log: list[dict]) -> None:
-    """Stages S2 / S3: the VLA (+ LAM unless frozen) with the variant's loss."""
+                log: list[dict], resume: Resume | None = None) -> bool:
+    """Stages S2 / S3: the VLA (+ LAM unless frozen) with the variant's loss. False when stopped."""
     from accelerate import Accelerator
 
     if steps <= 0 or len(d.lengths) == 0:
-        return
+        if resume:
+            resume.phase_done(max(steps, 0))
+        return True
     acc = Accelerator(cpu=not torch.cuda.is_available())
     variant = p["variant"]
     params = list(vla.parameters())
@@ -341,16 +416,17 @@ def train_joint(vla: TinyVLA, lam: TinyLAM | None, d: Demos, p: dict[str, Any], 
         if train_lam_too:
             params += [q for q in lam.parameters() if q.requires_grad]
     opt = torch.optim.AdamW(params, lr=p["lr"], betas=(0.95, 0.999), weight_decay=p["weight_decay"])
+    rng = np.random.default_rng([seed, 2 if stage == "S2" else 3])
+    gen = torch.Generator().manual_seed(seed * 1000 + (2 if stage == "S2" else 3))
+    start = resume.load(stage, _models(vla, lam), opt, rng, gen, log) if resume else 0
     vla = acc.prepare(vla)
     if lam is not None:
         lam = acc.prepare(lam)
     opt = acc.prepare(opt)
     idx_all = samples(d)
-    rng = np.random.default_rng([seed, 2 if stage == "S2" else 3])
-    gen = torch.Generator().manual_seed(seed * 1000 + (2 if stage == "S2" else 3))
-    for step in range(steps):
+    for step in range(start, steps):
         for g in opt.param_groups:
-            g["lr"] = p["lr"] * _cosine(step, steps, p["warmup"])
+            g["lr"] = p["lr"] * lr_factor(step, steps, p["warmup"])
         b = batch(d, idx_all[rng.integers(len(idx_all), size=p["batch_size"])], p["horizon"], p["horizon"] - 1,
                   p["stats"])
         b = {k: v.to(acc.device) for k, v in b.items()}
@@ -361,6 +437,13 @@ def train_joint(vla: TinyVLA, lam: TinyLAM | None, d: Demos, p: dict[str, Any], 
         opt.step()
         if step % p["log_every"] == 0 or step == steps - 1:
             log.append({"stage": stage, "step": step, "loss": loss.item(), **parts})
+        if resume and resume.after_step(stage, step + 1, steps,
+                                        _models(acc.unwrap_model(vla), None if lam is None else acc.unwrap_model(lam)),
+                                        opt, rng, gen, log):
+            return False
+    if resume:
+        resume.phase_done(steps)
+    return True
 
 
 # ----------------------------------------------------------------------------------- evaluation
@@ -385,7 +468,7 @@ def offline_mse(vla: TinyVLA, d: Demos, p: dict[str, Any], seed: int, n_samples:
 @torch.no_grad()
 def lam_probe(lam: TinyLAM, tr: Demos, te: Demos, p: dict[str, Any]) -> dict[str, Any]:
     """Action-centricity of the LAM embed (c.4-style ridge probe NMSE; K-step window action sums)."""
-    from paperflow.robotics.mi import ridge_probe
+    from paperflow.robotics.api import ridge_probe
 
     def feats(d: Demos) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         idx = samples(d)
@@ -459,18 +542,18 @@ class RandomPolicy:
         return a
 
 
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+def wilson(k: int, n: int) -> tuple[float, float]:
+    """95% Wilson interval of k/n (`core.stats.wilson`); (nan, nan) when n = 0."""
+    from paperflow.core.stats import wilson as core_wilson
+
     if n == 0:
         return float("nan"), float("nan")
-    ph = k / n
-    den = 1 + z * z / n
-    c = (ph + z * z / (2 * n)) / den
-    h = z * math.sqrt(ph * (1 - ph) / n + z * z / (4 * n * n)) / den
-    return max(0.0, c - h), min(1.0, c + h)
+    e = core_wilson(k, n)
+    return float(e.lo), float(e.hi)  # type: ignore[arg-type]
 
 
 def sim_config(render: dict[str, Any], templates: list[str], overrides: dict[str, Any] | None = None) -> Any:
-    from paperflow.robotics.sim import SimConfig
+    from paperflow.robotics.api import SimConfig
 
     return SimConfig.from_dict({**render, **(overrides or {}), "templates": list(templates)})
 
@@ -479,7 +562,8 @@ def closed_loop(policy: Any, render: dict[str, Any], templates: list[str], ev: d
                 overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """Success rate by stepping the robotics simulator (`sim.evaluate`, blocking mode, held-out
     evaluation seeds offset by 10**6 from the data seeds) on `n_tasks` tasks x `episodes_per_task`."""
-    from paperflow.robotics.sim import evaluate, task_list
+    from paperflow.robotics.api import evaluate_policy as evaluate
+    from paperflow.robotics.api import task_list
 
     cfg = sim_config(render, templates, overrides)
     cfg.max_steps = ev["max_steps"]
@@ -493,7 +577,7 @@ def closed_loop(policy: Any, render: dict[str, Any], templates: list[str], ev: d
 def example_frames(policy: Any, render: dict[str, Any], templates: list[str], ev: dict[str, Any], seed: int,
                    every: int = 4) -> np.ndarray:
     """Slot-0 frames of one closed-loop episode (for the example-rollout figure)."""
-    from paperflow.robotics.sim import TabletopSim, task_list
+    from paperflow.robotics.api import TabletopSim, task_list
 
     cfg = sim_config(render, templates)
     cfg.max_steps = ev["max_steps"]

@@ -35,7 +35,7 @@ def data_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
 
 def _train_common(cfg: Mapping[str, Any]) -> dict[str, Any]:
     la = cfg["lara"]
-    keys = ("horizon", "batch_size", "lr", "weight_decay", "warmup", "log_every", "net", "s1_steps")
+    keys = ("horizon", "batch_size", "lr", "weight_decay", "warmup", "log_every", "ckpt_every", "net", "s1_steps")
     return {k: la[k] for k in keys} | {"image_size": la["extract"]["image_size"]}
 
 
@@ -66,7 +66,8 @@ def lara_report_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
     la = cfg["lara"]
     return {"variants": variants(cfg), "seeds": seeds(cfg), "eval": dict(la["eval"]), "templates": eval_templates(cfg),
             "render": dict(la["sim"]["render"]), "s1_steps": la["s1_steps"], "s2_steps": la["s2_steps"],
-            "s3_steps": la["s3_steps"], "w_align": la["w_align"], "w_lam": la["w_lam"], "horizon": la["horizon"]}
+            "s3_steps": la["s3_steps"], "w_align": la["w_align"], "w_lam": la["w_lam"], "horizon": la["horizon"],
+            "claims": dict(cfg["claims"]["lara"])}
 
 
 def gam_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -74,6 +75,11 @@ def gam_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
     g.pop("enabled")
     g.pop("seeds")
     return g
+
+
+def gam_report_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """gam-run's parameters + the GAM claims' decision rules (`robopolicy.claims.gam`) + the seed count."""
+    return gam_params(cfg) | {"seeds": int(cfg["gam"]["seeds"]), "claims": dict(cfg["claims"]["gam"])}
 
 
 def gam_seeds(cfg: Mapping[str, Any]) -> list[int]:

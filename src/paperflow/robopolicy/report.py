@@ -9,13 +9,7 @@ from typing import Any
 import numpy as np
 
 from paperflow.core.io import Stage, read_json, read_manifest, write_json
-from paperflow.core.report import Claim, write_summary
-
-# Success comparisons between policies that (almost) never succeed say nothing: both below FLOOR
-# (10%: a few lucky episodes out of 45) -> "not testable at this scale". A LAM probe NMSE above
-# CHANCE_NMSE before and after joint training is chance level (as in the MVP-LAM report).
-FLOOR = 0.10
-CHANCE_NMSE = 0.95
+from paperflow.core.report import NO_PAPER_NUMBER, Claim, write_summary
 
 
 def _fmt(x: float) -> str:
@@ -26,8 +20,7 @@ def _fmt(x: float) -> str:
 def lara_report(prm: dict[str, Any], data: str, metrics: Sequence[str], outdir: Path) -> None:
     from paperflow.core.plotting import save_figure, subplots
     from paperflow.robopolicy import lara
-    from paperflow.robotics.data import read_stats
-    from paperflow.robotics.sim import ExpertPolicy
+    from paperflow.robotics.api import ExpertPolicy, read_stats
 
     runs = [read_json(m) for m in metrics]
     stats = read_stats(data)
@@ -45,8 +38,10 @@ def lara_report(prm: dict[str, Any], data: str, metrics: Sequence[str], outdir: 
         row["offline_mse"] = float(np.mean([r["offline_mse"] for r in rs]))
         row["offline_mse_per_seed"] = [r["offline_mse"] for r in rs]
         if v != "dit_only":
-            row["lam_probe_nmse_s1"] = float(np.nanmean([r["lam_probe_s1"]["nmse"] for r in rs]))
-            row["lam_probe_nmse_final"] = float(np.nanmean([r["lam_probe_final"]["nmse"] for r in rs]))
+            row["lam_probe_nmse_s1_per_seed"] = [float(r["lam_probe_s1"]["nmse"]) for r in rs]
+            row["lam_probe_nmse_final_per_seed"] = [float(r["lam_probe_final"]["nmse"]) for r in rs]
+            row["lam_probe_nmse_s1"] = float(np.nanmean(row["lam_probe_nmse_s1_per_seed"]))
+            row["lam_probe_nmse_final"] = float(np.nanmean(row["lam_probe_nmse_final_per_seed"]))
             row["lam_param_change"] = [r["lam_param_change"] for r in rs]
         agg["variants"][v] = row
     # reference policies under the same protocol: the privileged scripted expert and a random policy
@@ -94,56 +89,11 @@ def lara_report(prm: dict[str, Any], data: str, metrics: Sequence[str], outdir: 
 
 
 def _lara_summary(prm: dict[str, Any], agg: dict[str, Any], outdir: Path, inputs: list[str]) -> None:
+    from paperflow.robopolicy.claims import lara_claims
+
     V = agg["variants"]
-    c0 = next((c for c in agg["conditions"] if c.startswith("train_like/chunk0")), agg["conditions"][0])
-    claims: list[Claim] = []
     ref = agg["reference"]
-    claims.append(Claim("Scripted oracle in the closed-loop protocol succeeds ~100%; random policy ~0% (spec acceptance)",
-                        f"oracle {ref['oracle']['k']}/{ref['oracle']['n']} = {ref['oracle']['success']:.2f}; "
-                        f"random {ref['random']['k']}/{ref['random']['n']} = {ref['random']['success']:.2f}",
-                        "held" if ref["oracle"]["success"] >= 0.9 and ref["random"]["success"] <= 0.1 else "did not hold",
-                        "spec"))
-
-    def s(v: str, c: str = c0) -> str:
-        r = V[v][c]
-        return f"{r['k']}/{r['n']} = {r['success']:.2f} [{r['wilson95'][0]:.2f}, {r['wilson95'][1]:.2f}]"
-
-    if "lara" in V and "dit_only" in V:
-        a, b = V["lara"][c0]["success"], V["dit_only"][c0]["success"]
-        if max(a, b) < FLOOR:
-            verdict = "not testable at this scale"
-        else:
-            verdict = "held" if a >= b else "did not hold"
-        claims.append(Claim("LARA (joint LAM+VLA alignment) success >= DiT-only (paper: LIBERO 84.4 -> 88.6, "
-                            "SIMPLER 55.8 -> 65.2)", f"{c0}: lara {s('lara')}, dit_only {s('dit_only')}"
-                            + (f", frozen_align {s('frozen_align')}" if "frozen_align" in V else ""), verdict))
-        shifted = [c for c in agg["conditions"] if c.endswith("chunk0") and c != c0]
-        for c in shifted:
-            claims.append(Claim(f"LARA >= DiT-only under the shifted condition `{c.split('/')[0]}` [our test]",
-                                f"lara {s('lara', c)}, dit_only {s('dit_only', c)}",
-                                "not testable at this scale" if max(V["lara"][c]["success"], V["dit_only"][c]["success"]) < FLOOR
-                                else ("held" if V["lara"][c]["success"] >= V["dit_only"][c]["success"] else "did not hold"),
-                                "spec"))
-        claims.append(Claim("Offline action MSE (normalised, held-out demos, mean of 8 flow samples): LARA <= DiT-only [secondary]",
-                            f"lara {_fmt(V['lara']['offline_mse'])}, dit_only {_fmt(V['dit_only']['offline_mse'])}"
-                            + (f", frozen_align {_fmt(V['frozen_align']['offline_mse'])}" if "frozen_align" in V else ""),
-                            "not testable at this scale" if not np.isfinite([V["lara"]["offline_mse"], V["dit_only"]["offline_mse"]]).all()
-                            else ("held" if V["lara"]["offline_mse"] <= V["dit_only"]["offline_mse"] else "did not hold"), "spec"))
-    if "lara" in V:
-        a1, a2 = V["lara"]["lam_probe_nmse_s1"], V["lara"]["lam_probe_nmse_final"]
-        claims.append(Claim("Joint training refines the LAM towards actions (paper: LAM vs LARA-LAM +15%); here: probe "
-                            "NMSE of the LAM embed after S1 vs after S2/S3 (lower = more action information)",
-                            f"NMSE after S1 {_fmt(a1)} -> after joint {_fmt(a2)} (mean over seeds)",
-                            "not testable at this scale" if not (np.isfinite(a1) and np.isfinite(a2)) or min(a1, a2) > CHANCE_NMSE
-                            else ("held" if a2 < a1 else "did not hold")))
-    if "frozen_align" in V:
-        ch = V["frozen_align"]["lam_param_change"]
-        claims.append(Claim("frozen_align leaves the LAM unchanged (spec d.3)", f"sum |dtheta| per seed: {ch}",
-                            "held" if all(x == 0 for x in ch) else "did not hold", "spec"))
-    if "lara_mse" in V and "lara" in V:
-        claims.append(Claim("Flow-matching head vs MSE head under LARA [variant comparison, no paper number]",
-                            f"lara (flow) {s('lara')}, lara_mse {s('lara_mse')}", "not testable at this scale"
-                            if max(V["lara"][c0]["success"], V["lara_mse"][c0]["success"]) < FLOOR else "partly", "spec"))
+    claims = lara_claims(agg, prm["claims"])
     rows = ["| variant | " + " | ".join(agg["conditions"]) + " | offline MSE | LAM probe NMSE S1 -> final |",
             "|---" * (len(agg["conditions"]) + 3) + "|"]
     for v, r in V.items():
@@ -167,8 +117,13 @@ queried every step, chunk index 0 (and the indices in `exec_indices`); 95% Wilso
 Reference policies under the same protocol: oracle {ref['oracle']['success']:.2f}, random {ref['random']['success']:.2f}.
 Figures: `success.png` (success vs condition per variant), `rollouts.png` (one closed-loop episode per variant).
 Nulls are nulls: a tiny VLA trained for a few hundred CPU steps may not solve any task; that is reported as measured.
-A success comparison where both policies stay below {FLOOR:.0%} is "not testable at this scale", and so is a LAM probe whose
-NMSE stays above {CHANCE_NMSE} (chance level) before and after joint training.
+
+Verdicts (`core.verdict.judge`, rules in `robopolicy.claims.lara`): a method is compared with its control
+(lara vs dit_only, lara vs frozen_align, flow vs MSE head) by the difference of success rates pooled over seeds,
+with Newcombe's interval built from the two Wilson 95% intervals. "Not testable at this scale": fewer episodes
+per arm than `min_n` ({prm['claims']['lara_vs_dit_only']['min_n']}) or seeds than `min_seeds`
+({prm['claims']['lara_vs_dit_only']['min_seeds']}), or the control at floor (0 successes) or ceiling. The LAM
+refinement claim is paired over seeds (t CI) and not testable when the S1 probe NMSE is at chance (≈ 1).
 """
     write_summary(outdir / "summary.md", "robopolicy.lara", "LARA (LAM <-> VLA alignment), tiny closed-loop reproduction",
                   claims, body, config=prm, inputs=inputs)
@@ -190,7 +145,8 @@ def gam_report(prm: dict[str, Any], runs: Sequence[str], outdir: Path) -> None:
             succ = np.concatenate([np.array(r["conditions"][c][m]["success"], float) for r in rs])
             absd = np.concatenate([np.array(r["conditions"][c][m]["abs_d"]) for r in rs])
             row = {"success": float(succ.mean()), "success_se": float(np.std(per_seed, ddof=1) / np.sqrt(len(rs)))
-                   if len(rs) > 1 else 0.0, "per_seed": per_seed,
+                   if len(rs) > 1 else 0.0, "per_seed": per_seed, "k": int(succ.sum()), "n": int(succ.size),
+                   "path_err_per_seed": [float(np.mean(r["conditions"][c][m]["path_err"])) for r in rs],
                    "path_err": float(np.mean(np.concatenate([r["conditions"][c][m]["path_err"] for r in rs]))),
                    "final_err_rel": float(np.mean(np.concatenate([r["conditions"][c][m]["final_err_rel"] for r in rs]))),
                    "steps": float(np.mean(np.concatenate([r["conditions"][c][m]["steps"] for r in rs]))),
@@ -239,35 +195,9 @@ def _gam_summary(prm: dict[str, Any], agg: dict[str, Any], outdir: Path, inputs:
     def sr(c: str, m: str) -> str:
         return f"{C[c][m]['success']:.2f}±{C[c][m]['success_se']:.2f}"
 
-    claims = []
-    g_ok = all(C[c]["gam"]["success"] >= 0.8 for c in ("speed_0.5x", "speed_2x", "pose"))
-    claims.append(Claim("GAM has a high success rate under speed (i) and pose (ii) shifts [recon expectation]",
-                        f"GAM: speed 0.5x {sr('speed_0.5x', 'gam')}, 2x {sr('speed_2x', 'gam')}, pose {sr('pose', 'gam')} "
-                        f"(train-like {sr('train_like', 'gam')}; {n} seeds x {prm['n_test']} tasks)",
-                        "held" if g_ok else "did not hold", "recon"))
-    tm = [m for m in ("abs_time", "canon_time") if m in C["train_like"]]
-    fails = [C[c][m]["success"] < 0.5 for m in tm for c in ("speed_0.5x",)]
-    claims.append(Claim("Time-indexed methods fail under speed shifts (i) [recon expectation]",
-                        "; ".join(f"{m}: 0.5x {sr('speed_0.5x', m)}, 2x {sr('speed_2x', m)}" for m in tm),
-                        "held" if all(fails) and all(C["speed_2x"][m]["success"] < 0.5 for m in tm) else
-                        ("partly" if any(fails) else "did not hold"), "recon"))
-    am = [m for m in ("abs_time", "abs_arc") if m in C["pose"]]
-    claims.append(Claim("Absolute-frame methods fail under pose shifts (ii) [recon expectation]",
-                        "; ".join(f"{m}: pose {sr('pose', m)}" for m in am),
-                        "held" if all(C["pose"][m]["success"] < 0.5 for m in am) else "did not hold", "recon"))
-    nr, g = C["nonaffine"]["gam_nores"], C["nonaffine"]["gam"]
-    claims.append(Claim("Non-affine shift (iii): GAM without residual fails; the residual recovers interpolation but "
-                        "only part of extrapolation [recon expectation]",
-                        f"gam_nores {nr['success']:.2f} (interp {_fmt(nr['success_interp'])}, extrap "
-                        f"{_fmt(nr['success_extrap'])}); gam {g['success']:.2f} (interp {_fmt(g['success_interp'])}, "
-                        f"extrap {_fmt(g['success_extrap'])})",
-                        "held" if nr["success"] < 0.5 and g["success_interp"] >= 0.8 and g["success_extrap"] < g["success_interp"]
-                        else ("partly" if nr["success"] < 0.5 and g["success"] > nr["success"] else "did not hold"), "recon"))
-    pe = {m: C["pose"][m]["path_err"] for m in ("abs_time", "abs_arc", "canon_time", "gam") if m in C["pose"]}
-    order = list(pe) == sorted(pe, key=pe.get, reverse=True)
-    claims.append(Claim("Open-loop normalised path error ordering abs-time > abs-arc > canon-time > GAM (pilot: 0.84 / "
-                        "0.159 / 0.020 / 0.0017) [pilot]", "pose shift: " + ", ".join(f"{m} {v:.4f}" for m, v in pe.items()),
-                        "held" if order else "partly", "recon"))
+    from paperflow.robopolicy.claims import gam_claims
+
+    claims = gam_claims(agg, prm["claims"])
     rows = ["| method | " + " | ".join(C) + " | path err (pose) |", "|---" * (len(C) + 2) + "|"]
     for m in prm["methods"]:
         rows.append(f"| {m} | " + " | ".join(sr(c, m) for c in C) + f" | {C['pose'][m]['path_err']:.4f} |")
@@ -288,6 +218,11 @@ log-normal segment speeds x U[0.8, 1.25]). Non-affine: the obstacle's lateral of
 {chr(10).join(rows)}
 
 Figures: `success.png` (success vs condition per method), `rollouts.png` (one executed path per method).
+
+Verdicts (`core.verdict.judge`, rules in `robopolicy.claims.gam`): success rates pooled over seeds with Wilson 95%
+intervals; "fails under a shift" is the drop from the method's own train-like success (its control; not testable
+when that control is at floor); the residual claim compares gam with gam_nores (Newcombe interval); the path-error
+ordering is paired over seeds (t CI). Fewer episodes than `min_n` (or seeds, for paired claims): not testable.
 """
     write_summary(outdir / "summary.md", "robopolicy.gam", "GAM (general-covariant action manifold) — reconstruction",
                   claims, body, config=prm, inputs=inputs)
@@ -300,7 +235,8 @@ def combined_summary(summaries: Sequence[str], out: Path) -> None:
         man = read_manifest(s)
         tag = "LARA" if "lara" in man["study"] else "GAM [recon]"
         for c in man["metrics"]["claims"]:
-            claims.append(Claim(f"{tag}: {c['claim']}", c["measured"], c["verdict"], c.get("source", "paper")))
+            claims.append(Claim(f"{tag}: {c['claim']}", c["measured"], c["verdict"], c.get("source", "paper"),
+                                c.get("paper", NO_PAPER_NUMBER), c.get("sample", ""), c.get("reason", "")))
         parts.append(f"- [{man['title']}]({Path(s).relative_to(out.parent)})")
     body = "Per-paper summaries (details, tables, figures):\n\n" + "\n".join(parts) + "\n"
     write_summary(out, "robopolicy", "robopolicy — LARA and GAM (reconstruction), closed-loop", claims, body,

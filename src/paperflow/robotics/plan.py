@@ -42,4 +42,4 @@ def seeds(cfg: Mapping[str, Any]) -> list[int]:
 def report_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
     return {"models": models(cfg), "seeds": seeds(cfg), "eval": eval_params(cfg),
             "frame_gap": cfg["lam"]["frame_gap"], "steps": cfg["lam"]["steps"],
-            "real_data": cfg["extract"]["raw_root"] is not None}
+            "real_data": cfg["extract"]["raw_root"] is not None, "claims": dict(cfg["claims"])}

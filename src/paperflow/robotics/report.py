@@ -11,6 +11,9 @@ import numpy as np
 
 from paperflow.core.io import Stage, read_json, write_json
 from paperflow.core.report import Claim, write_summary
+from paperflow.robotics.claims import CLAIMS
+
+CLAIMS_METRIC = {k: v[0] for k, v in CLAIMS.items()}
 
 KEYS = {  # name -> (path in metrics.json, higher is better)
     "ksg_slot0": (("slot0", "ksg"), True),
@@ -58,7 +61,7 @@ def aggregate(metric_files: list[str]) -> dict[str, Any]:
         entry: dict[str, Any] = {"seeds": seeds}
         for name, (path, _) in KEYS.items():
             vals = np.array([_get(by_seed[s], path) for s in seeds])
-            se = float(vals.std(ddof=1) / np.sqrt(len(vals))) if len(vals) > 1 else 0.0
+            se = float(vals.std(ddof=1) / np.sqrt(len(vals))) if len(vals) > 1 else None
             entry[name] = {"mean": float(np.nanmean(vals)) if np.isfinite(vals).any() else float("nan"),
                            "se": se, "per_seed": vals.tolist()}
         entry["n_test_pairs"] = by_seed[seeds[0]]["n_pairs"]["test"]
@@ -68,8 +71,13 @@ def aggregate(metric_files: list[str]) -> dict[str, Any]:
 
 
 def _fmt(e: dict[str, Any], nd: int = 3) -> str:
+    from paperflow.core.stats import fmt_mean_se
+
+    vals = [v for v in e["per_seed"] if np.isfinite(v)]
+    if not vals:
+        return "nan"
     seeds = ", ".join(f"{v:.{nd}f}" for v in e["per_seed"])
-    return f"{e['mean']:.{nd}f} ± {e['se']:.{nd}f} (seeds: {seeds})"
+    return f"{fmt_mean_se(vals, nd)} (per seed: {seeds})"
 
 
 def frames_figure(mv_dir: str | Path, path: Path) -> None:
@@ -114,26 +122,12 @@ def bars_figure(agg: dict[str, Any], path: Path) -> None:
     for ax, (key, title) in zip(axes[0], panels):
         for i, m in enumerate(models):
             e = agg[m][key]
-            ax.bar(i, e["mean"], yerr=e["se"], color=f"C{i}", alpha=0.7, capsize=3)
+            ax.bar(i, e["mean"], yerr=e["se"] or 0.0, color=f"C{i}", alpha=0.7, capsize=3)
             ax.scatter([i] * len(e["per_seed"]), e["per_seed"], color="k", s=10, zorder=3)
         ax.set_xticks(range(len(models)))
         ax.set_xticklabels(models)
         ax.set_title(title, fontsize=9)
     save_figure(fig, path)
-
-
-def _verdict(better: list[bool], values: list[float] = (), chance: str = "") -> str:
-    """Per-seed direction, unless both models are at chance level (then no direction means anything):
-    `chance="mi"`: every value < 0.05 nats; `chance="nmse"`: every value > 0.95."""
-    if not better or not all(np.isfinite(v) for v in values):
-        return "not testable at this scale"
-    if (chance == "mi" and max(values) < 0.05) or (chance == "nmse" and min(values) > 0.95):
-        return "not testable at this scale"
-    if all(better):
-        return "held"
-    if any(better):
-        return "partly"
-    return "did not hold"
 
 
 def report(mv_dir: str | Path, metric_files: list[str], outdir: str | Path, prm: dict[str, Any]) -> None:
@@ -149,35 +143,15 @@ def report(mv_dir: str | Path, metric_files: list[str], outdir: str | Path, prm:
         frames_figure(mv_dir, outdir / "frames.png")
         bars_figure(agg, outdir / "action_info.png")
 
+    from paperflow.robotics.claims import judge_all
+
     claims = []
     seeds = prm["seeds"]
-    if "mvp" in agg and "single" in agg:
-        mv, sv = agg["mvp"], agg["single"]
-        ksg_better = [a > b for a, b in zip(mv["ksg_slot0"]["per_seed"], sv["ksg_slot0"]["per_seed"])]
-        nmse_better = [a < b for a, b in zip(mv["probe_nmse_slot0"]["per_seed"], sv["probe_nmse_slot0"]["per_seed"])]
-        ba_better = [a > b for a, b in zip(mv["ba_kl_slot0"]["per_seed"], sv["ba_kl_slot0"]["per_seed"])]
-        ood_better = [a < b for a, b in zip(mv["ood_nmse_slot0"]["per_seed"], sv["ood_nmse_slot0"]["per_seed"])]
-        claims.append(Claim(
-            "MVP-LAM's cross-view latents carry more information about ground-truth actions than a single-view "
-            "LAM's (KSG mutual information, slot 0)",
-            f"MVP {_fmt(mv['ksg_slot0'])} vs single {_fmt(sv['ksg_slot0'])} nats; MVP higher in "
-            f"{sum(ksg_better)}/{len(ksg_better)} seeds",
-            _verdict(ksg_better, mv["ksg_slot0"]["per_seed"] + sv["ksg_slot0"]["per_seed"], "mi")))
-        claims.append(Claim(
-            "Cross-view latents are more linearly predictive of actions (lower linear-probe NMSE, slot 0)",
-            f"MVP {_fmt(mv['probe_nmse_slot0'])} vs single {_fmt(sv['probe_nmse_slot0'])}; MVP lower in "
-            f"{sum(nmse_better)}/{len(nmse_better)} seeds",
-            _verdict(nmse_better, mv["probe_nmse_slot0"]["per_seed"] + sv["probe_nmse_slot0"]["per_seed"], "nmse")))
-        claims.append(Claim(
-            "Barber-Agakov lower bound on I(z; a) is higher for MVP-LAM",
-            f"MVP {_fmt(mv['ba_kl_slot0'])} vs single {_fmt(sv['ba_kl_slot0'])} nats (H(A) by Kozachenko-Leonenko)",
-            _verdict(ba_better, mv["ba_kl_slot0"]["per_seed"] + sv["ba_kl_slot0"]["per_seed"], "mi"), source="recon"))
-        claims.append(Claim(
-            "The action information transfers out of distribution (probe fit on put/lift tasks, tested on push "
-            "tasks): MVP NMSE lower",
-            f"MVP {_fmt(mv['ood_nmse_slot0'])} vs single {_fmt(sv['ood_nmse_slot0'])}",
-            _verdict(ood_better, mv["ood_nmse_slot0"]["per_seed"] + sv["ood_nmse_slot0"]["per_seed"], "nmse"),
-            source="recon"))
+    for j in judge_all(agg, prm["claims"]):
+        metric = CLAIMS_METRIC[j.key]
+        mv, sv = agg["mvp"][metric], agg["single"][metric]
+        measured = f"MVP {_fmt(mv)} vs single {_fmt(sv)}; MVP − single {j.estimate.fmt(3, 'seed(s)')}"
+        claims.append(Claim.judged(j.claim, measured, j.verdict, sample=j.sample, paper=j.paper, source=j.source))
     rows = ["| model | KSG slot 0 | KSG slot 1 | KSG mean-of-views | KSG + gripper | KSG xyz only | mixed (codes) | "
             "BA (KL H) | probe NMSE | probe NMSE pooled | probe NMSE xyz | OOD NMSE | in-dist NMSE (same probe) | "
             "codes used | test rec self | test rec cross |",
@@ -187,7 +161,8 @@ def report(mv_dir: str | Path, metric_files: list[str], outdir: str | Path, prm:
                 "ba_kl_slot0", "probe_nmse_slot0", "probe_nmse_pooled_slot0", "probe_nmse_xyz_slot0", "ood_nmse_slot0",
                 "in_dist_nmse_slot0",
                 "codes_used_slot0", "test_rec_self", "test_rec_cross"]
-        rows.append(f"| {m} | " + " | ".join(f"{e[c]['mean']:.3f} ± {e[c]['se']:.3f}" for c in cols) + " |")
+        rows.append(f"| {m} | " + " | ".join(f"{e[c]['mean']:.3f}" + ("" if e[c]["se"] is None else f" ± {e[c]['se']:.3f}")
+                                             for c in cols) + " |")
     any_model = next(iter(agg.values()))
     c = man["counts"]
     body = f"""
@@ -202,14 +177,17 @@ def report(mv_dir: str | Path, metric_files: list[str], outdir: str | Path, prm:
   on train; a = summed relabelled motion over the window (6-D), z-scored with train statistics;
   KSG k_nn = {prm['eval']['k_nn']}; 95% episode-bootstrap intervals are in each run's metrics.json.
 
-## All metrics (mean ± s.e. over seeds)
+## All metrics (mean ± s.e. over seeds; one seed: the mean alone, no s.e.)
 
 {chr(10).join(rows)}
 
 ## Reading these numbers
 
-- A verdict is "not testable at this scale" when both models sit at chance level (every KSG / BA
-  value < 0.05 nats, or every NMSE > 0.95): then which one is marginally higher means nothing.
+- Verdicts come from `core.verdict.judge` on MVP − single, paired over seeds (t 95% CI), with the rules
+  declared in `robotics.claims` (threshold, direction, minimum seeds `min_n`, minimum test pairs
+  `min_pairs`). "Not testable at this scale": fewer seeds or test pairs than declared, or the
+  single-view baseline at chance (KSG / BA within `margin` of 0 nats, probe NMSE within `margin` of 1).
+  Declared minimums here: {", ".join(f"{k}: {v['min_n']} seeds, {v['min_pairs']} pairs" for k, v in prm['claims'].items())}.
 
 - The estimators (KSG, Ross mixed, Barber-Agakov, probes) are our reconstruction: the paper's
   estimator code is not public (spec c.4, [recon]). KSG is not a bound and is biased downward in

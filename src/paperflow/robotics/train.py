@@ -2,15 +2,16 @@
 
 Frozen stem features are computed once for every frame; each step samples clips, computes the
 `lam_loss` of the chosen mode, and updates with AdamW through accelerate. Batch indices depend on
-(seed, step) only, so a run resumed from `<out>.resume/state.pt` (written every `ckpt_every` steps)
-follows the same trajectory as an uninterrupted one.
+(seed, step) only; the resumable state (model, optimizer, scheduler, torch RNG, the dead-code-reset
+generator and the log rows) is written with `paperflow.core.checkpoint` (safetensors + JSON) to
+`resume_dir` every `ckpt_every` steps, so a resumed run ends with the same weights as an uninterrupted
+one (tests/robotics/test_resume.py). Final weights: `model.safetensors`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
 import shutil
 from pathlib import Path
 from typing import Any
@@ -45,10 +46,16 @@ def features(model: Any, images: np.ndarray, batch: int = 256) -> Any:
     return x.view(F_, V, *x.shape[1:])
 
 
-def train_lam(mv_dir: str | Path, out: str | Path, p: dict[str, Any], seed: int) -> dict[str, Any]:
+def train_lam(mv_dir: str | Path, out: str | Path, p: dict[str, Any], seed: int, *,
+              resume_dir: str | Path | None = None, stop_after: int | None = None) -> dict[str, Any] | None:
+    """Train one LAM into `out` (model.safetensors, config.json, log.csv). With `resume_dir`, resume
+    from a checkpoint there and write one every `ckpt_every` steps; `stop_after`: checkpoint after
+    that many steps and return None (nothing written to `out`)."""
     import torch
-    from safetensors.torch import save_file
 
+    from paperflow.core.checkpoint import has_checkpoint, load_training_state, save_training_state, save_weights
+    from paperflow.core.config import config_hash
+    from paperflow.core.io import file_digest
     from paperflow.robotics.data import clips, load_episodes
     from paperflow.robotics.model import LAM, lam_loss
 
@@ -71,20 +78,31 @@ def train_lam(mv_dir: str | Path, out: str | Path, p: dict[str, Any], seed: int)
     acc = make_accelerator()
     model, opt = acc.prepare(model, opt)
     ftr, fva = ftr.to(acc.device), fva.to(acc.device)
+    from paperflow.core.schedule import lambda_lr
+
     steps, bs, warm = p["steps"], p["batch_size"], max(1, int(0.05 * p["steps"]))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
-    resume = Path(str(out) + ".resume")
-    start = 0
-    if (resume / "state.pt").exists():
-        st = torch.load(resume / "state.pt", weights_only=True)
-        model.load_state_dict(st["model"])
-        opt.load_state_dict(st["opt"])
-        sched.load_state_dict(st["sched"])
-        start = int(st["step"])
-        log.info("resumed from step %d", start)
+    # linear warm-up over `warm` steps, then cosine to 0 (core.schedule.warmup_cosine)
+    sched = lambda_lr(opt, steps, warm)
     gen = torch.Generator().manual_seed(seed)
-    rows = []
+    rows: list[dict[str, Any]] = []
+    start = 0
+    # the job a checkpoint belongs to: parameters, seed and the data (its train statistics' digest)
+    job = config_hash({"params": dict(p), "seed": seed, "data": file_digest(Path(mv_dir) / "stats.json")})
+    if resume_dir is not None and has_checkpoint(resume_dir):
+        if _checkpoint_job(resume_dir) != job:  # another job's state (parameters, seed or data changed)
+            log.warning("ignoring the checkpoint in %s: written by a job with other parameters", resume_dir)
+            shutil.rmtree(resume_dir, ignore_errors=True)
+        else:
+            st = load_training_state(resume_dir, model=acc.unwrap_model(model), optimizer=opt, scheduler=sched)
+            start = st["step"]
+            rows = list(st["extra"]["rows"])
+            gen.set_state(torch.tensor(st["extra"]["gen_state"], dtype=torch.uint8))
+            log.info("resumed from step %d (%s)", start, resume_dir)
+
+    def checkpoint(step_done: int) -> None:
+        save_training_state(resume_dir, model=acc.unwrap_model(model), optimizer=opt, scheduler=sched,  # type: ignore[arg-type]
+                            step=step_done, extra={"rows": rows, "gen_state": gen.get_state().tolist(), "job": job})
+
     model.train()
     for step in progress(range(start, steps), desc=f"lam {p['model']} seed {seed}", total=steps - start):
         idx = stream(seed, "batch", step).integers(0, len(ctr["i0"]), bs)
@@ -98,28 +116,37 @@ def train_lam(mv_dir: str | Path, out: str | Path, p: dict[str, Any], seed: int)
         opt.step()
         sched.step()
         if (step + 1) % p["reset_every"] == 0:
-            logs["dead_codes_reset"] = model.vq.reset_dead(gen)
+            logs["dead_codes_reset"] = acc.unwrap_model(model).vq.reset_dead(gen)
         if step % p["log_every"] == 0 or step == steps - 1:
             rows.append({"step": step, **logs})
             log.info("step %d %s", step, json.dumps(logs))
-        if p["ckpt_every"] and (step + 1) % p["ckpt_every"] == 0 and step + 1 < steps:
-            resume.mkdir(parents=True, exist_ok=True)
-            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
-                        "step": step + 1}, resume / "state.pt")
+        if resume_dir is not None and step + 1 < steps:
+            if stop_after is not None and step + 1 >= stop_after:
+                checkpoint(step + 1)
+                return None
+            if p["ckpt_every"] and (step + 1) % p["ckpt_every"] == 0:
+                checkpoint(step + 1)
     model = acc.unwrap_model(model).cpu().float()
     model.eval()
     val = evaluate_loss(model, fva.cpu(), cva, mode, bs)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    save_file({k_: v.detach().contiguous() for k_, v in model.state_dict().items()}, str(out / "model.safetensors"))
+    save_weights(out / "model.safetensors", model)
     (out / "config.json").write_text(json.dumps({"lam": cfg.to_dict(), "mode": mode, "slots": slots,
                                                  "model": p["model"], "frame_gap": k}, indent=1))
     keys = sorted({k_ for r in rows for k_ in r})
     lines = [",".join(keys)] + [",".join(str(r.get(k_, "")) for k_ in keys) for r in rows]
     (out / "log.csv").write_text("\n".join(lines) + "\n")
-    shutil.rmtree(resume, ignore_errors=True)
+    if resume_dir is not None:
+        shutil.rmtree(resume_dir, ignore_errors=True)
     return {"final_train_loss": rows[-1]["loss"] if rows else float("nan"), **{f"val_{k_}": v for k_, v in val.items()},
             "train_clips": int(len(ctr["i0"])), "steps": steps}
+
+
+def _checkpoint_job(ckpt_dir: str | Path) -> str | None:
+    from paperflow.core.checkpoint import STATE_FILE
+
+    return json.loads((Path(ckpt_dir) / STATE_FILE).read_text()).get("extra", {}).get("job")
 
 
 def evaluate_loss(model: Any, feats: Any, c: dict[str, np.ndarray], mode: str, bs: int) -> dict[str, float]:
@@ -144,12 +171,11 @@ def evaluate_loss(model: Any, feats: Any, c: dict[str, np.ndarray], mode: str, b
 
 
 def load_lam(model_dir: str | Path) -> tuple[Any, dict[str, Any]]:
-    from safetensors.torch import load_file
-
+    from paperflow.core.checkpoint import load_weights
     from paperflow.robotics.model import LAM, LAMConfig
 
     meta = json.loads((Path(model_dir) / "config.json").read_text())
     model = LAM(LAMConfig(**meta["lam"]))
-    model.load_state_dict(load_file(str(Path(model_dir) / "model.safetensors")))
+    load_weights(Path(model_dir) / "model.safetensors", model)
     model.eval()
     return model, meta
