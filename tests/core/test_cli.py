@@ -111,3 +111,9 @@ def test_every_study_is_on_stage_functions():
     assert legacy == [], f"studies still on argparse cli.py: {legacy}"
     for name, st in studies.items():
         assert st.stages(), f"{name} declares no stage"
+
+
+def test_study_and_stage_help():
+    for args in (["bandits", "--help"], ["-v", "bandits", "simulate", "--help"]):
+        p = _run(*args)
+        assert p.returncode == 0 and "usage: paperflow bandits" in p.stdout, p.stderr

@@ -301,11 +301,19 @@ def _top_parser(studies: Mapping[str, Any]) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     studies = discover()
-    top = _top_parser(studies)
-    args = top.parse_args(argv)
+    verbose = False
+    while argv and argv[0] in ("-v", "--verbose"):
+        verbose = True
+        argv = argv[1:]
+    if argv and argv[0] in studies:  # `paperflow <study> ...`: the study's own parser gets the rest (incl. --help)
+        args = argparse.Namespace(cmd=argv[0], stage_argv=argv[1:], verbose=verbose)
+    else:
+        top = _top_parser(studies)
+        args = top.parse_args(argv)
+        args.verbose = args.verbose or verbose
     setup_logging(args.verbose)
     if args.cmd is None:
-        top.print_help()
+        _top_parser(studies).print_help()
         return 0
     if args.cmd == "studies":
         for name, st in sorted(studies.items()):
