@@ -1,4 +1,4 @@
-"""f-divergences, their surrogate losses g, and the translation-invariant batch forms (f-TB).
+"""The f-divergence registry: each divergence with f and its surrogate g, g', g'' written out.
 
 Correspondence (spec §2): with the log-ratio r = log p~ - log q and s = r - c (c a centre),
 the surrogate L = E_pi[g(s)] has, on-policy and with c = log Z, the gradient of D_f(p||q) iff
@@ -6,17 +6,13 @@ the surrogate L = E_pi[g(s)] has, on-policy and with c = log Z, the gradient of 
     g'(s) = e^s f'(e^s) - f(e^s) + k,   i.e.   g''(s) = e^{2s} f''(e^s),
 
 normalised by g(0) = g'(0) = 0. Every divergence below is one registry entry holding f and g, g', g''
-written out independently, so the tests can check the correspondence instead of assuming it.
-
-Batch forms (spec §4):
-- `profiled` (alpha family only): L = min_c mean g(r_i - c), closed form via logsumexp.
-- `logz_estimate` (any f): c = stopgrad(logsumexp(r) - log B), gradient form mean(sg(g'(r - c)) r).
-- `profiled_numeric` (any f): c* = argmin_c mean g(r_i - c) by bisection; exact alpha-family profiling
-  generalised, but for non-alpha f on-policy it follows a different divergence (spec §4.2).
-- `learned`: c is a learned scalar log Z trained jointly (TB / Hu et al. baselines).
+written out independently, so the tests can check the correspondence instead of assuming it. The
+entry also owns its facts: `alpha_linex` (member of the Amari/Linex family, and the scale to Linex)
+and `mode` ("seeking" or "covering": the behaviour the claims compare).
 
 Conventions (spec §8): `alpha_linex` (Hu et al., Amari/Minka with u = p/q): 0 = reverse KL,
 1 = forward KL. This paper's alpha is `alpha_paper = 1 - alpha_linex`. Never a bare `alpha`.
+The losses (divergence + centring rule) are in `paperflow.fdiv.losses`, one file per loss.
 """
 
 from __future__ import annotations
@@ -51,6 +47,7 @@ class FDivergence:
     alpha_linex: float | None = None  # member of the Amari/Linex family (g = scale * g_linex(alpha))
     scale: float = 1.0
     description: str = ""
+    mode: str = ""  # "seeking" (alpha_linex <= 0: reverse KL, Neyman chi^2) or "covering" (alpha_linex >= 0.5, JS)
 
 
 DIVERGENCES: Registry[FDivergence] = Registry("f-divergence")
@@ -84,8 +81,9 @@ def amari_f(alpha: float) -> Fn:
 def amari(alpha_linex: float, name: str | None = None) -> FDivergence:
     """The Amari alpha divergence as an FDivergence (any real alpha_linex)."""
     g, gp, g2 = linex_g(alpha_linex)
+    mode = "seeking" if alpha_linex <= 0 else ("covering" if alpha_linex >= 0.5 else "")
     return FDivergence(name or f"amari_{alpha_linex:g}", amari_f(alpha_linex), g, gp, g2, alpha_linex, 1.0,
-                       f"Amari alpha_linex={alpha_linex:g}")
+                       f"Amari alpha_linex={alpha_linex:g}", mode)
 
 
 def _js_gprime(s: Tensor) -> Tensor:
@@ -104,23 +102,23 @@ def _js_f(u: Tensor) -> Tensor:
 
 
 _reg(FDivergence("reverse_kl", amari_f(0.0), *linex_g(0.0), alpha_linex=0.0, scale=1.0,
-                 description="KL(q||p); g = s^2/2 (TB / VarGrad / log-variance)"))
+                 description="KL(q||p); g = s^2/2 (TB / VarGrad / log-variance)", mode="seeking"))
 _reg(FDivergence("forward_kl", amari_f(1.0), *linex_g(1.0), alpha_linex=1.0, scale=1.0,
-                 description="KL(p||q); g = e^s - s - 1"))
+                 description="KL(p||q); g = e^s - s - 1", mode="covering"))
 _reg(FDivergence("hellinger", lambda u: (torch.sqrt(u) - 1) ** 2,
                  lambda s: 2 * (torch.expm1(s / 2) - s / 2), lambda s: torch.expm1(s / 2),
                  lambda s: 0.5 * torch.exp(s / 2), alpha_linex=0.5, scale=0.5,
-                 description="squared Hellinger; g = 2(e^{s/2} - s/2 - 1)"))
+                 description="squared Hellinger; g = 2(e^{s/2} - s/2 - 1)", mode="covering"))
 _reg(FDivergence("pearson_chi2", lambda u: (u - 1) ** 2,
                  lambda s: 0.5 * (torch.expm1(2 * s) - 2 * s), lambda s: torch.expm1(2 * s),
                  lambda s: 2 * torch.exp(2 * s), alpha_linex=2.0, scale=2.0,
-                 description="chi^2(p||q); g = (e^{2s} - 2s - 1)/2"))
+                 description="chi^2(p||q); g = (e^{2s} - 2s - 1)/2", mode="covering"))
 _reg(FDivergence("neyman_chi2", lambda u: (1 - u) ** 2 / u,
                  lambda s: 2 * (torch.expm1(-s) + s), lambda s: -2 * torch.expm1(-s),
                  lambda s: 2 * torch.exp(-s), alpha_linex=-1.0, scale=2.0,
-                 description="chi^2(q||p); g = 2(e^{-s} + s - 1)"))
+                 description="chi^2(q||p); g = 2(e^{-s} + s - 1)", mode="seeking"))
 _reg(FDivergence("js", _js_f, _js_g, _js_gprime, lambda s: 0.5 * torch.sigmoid(s), alpha_linex=None,
-                 description="Jensen-Shannon; g' = log((1 + e^s)/2)/2 (g by quadrature)"))
+                 description="Jensen-Shannon; g' = log((1 + e^s)/2)/2 (g by quadrature)", mode="covering"))
 
 
 def alpha_linex_from_paper(alpha_paper: float) -> float:
@@ -134,104 +132,3 @@ def divergence_for_alpha_linex(alpha_linex: float) -> str:
         if DIVERGENCES[name].alpha_linex == alpha_linex:
             return name
     raise KeyError(f"no registered divergence with alpha_linex={alpha_linex}")
-
-
-# --------------------------------------------------------------------------------------------------
-# losses = divergence + centring rule
-
-
-@dataclass(frozen=True)
-class LossSpec:
-    name: str
-    divergence: str
-    centre: str  # profiled | logz_estimate | learned
-    description: str = ""
-
-    @property
-    def div(self) -> FDivergence:
-        return DIVERGENCES[self.divergence]
-
-    @property
-    def learned_logz(self) -> bool:
-        return self.centre == "learned"
-
-
-LOSSES: Registry[LossSpec] = Registry("loss")
-
-
-def _loss(name: str, divergence: str, centre: str, description: str) -> None:
-    if centre == "profiled" and DIVERGENCES[divergence].alpha_linex is None:
-        raise ValueError(f"loss {name}: the profiled centre is only exact for the alpha family")
-    LOSSES.register(name)(LossSpec(name, divergence, centre, description))
-
-
-_loss("rkl", "reverse_kl", "profiled", "f-TB alpha_linex=0: half the batch variance of r (log-variance / VarGrad)")
-_loss("hellinger", "hellinger", "profiled", "f-TB alpha_linex=0.5 (squared Hellinger)")
-_loss("fkl", "forward_kl", "profiled", "f-TB alpha_linex=1 (forward KL)")
-_loss("chi2", "pearson_chi2", "profiled", "f-TB alpha_linex=2 (Pearson chi^2)")
-_loss("neyman", "neyman_chi2", "profiled", "f-TB alpha_linex=-1 (Neyman chi^2)")
-_loss("js", "js", "logz_estimate", "f-TB Jensen-Shannon, centre = batch log-partition estimate")
-_loss("fkl_logz", "forward_kl", "logz_estimate", "forward KL with the log-partition-estimate centre")
-_loss("js_prof", "js", "profiled_numeric",
-      "JS with the profiled centre argmin_c mean g(r - c) (bisection): same minimiser, but on-policy it follows "
-      "f_kappa(u) = f(kappa u)/kappa, not JS (spec §4.2)")
-_loss("tb", "reverse_kl", "learned", "trajectory balance: g = s^2/2 with a learned log Z")
-_loss("linex1", "forward_kl", "learned", "Linex(1) with a learned log Z (Hu et al. 2025)")
-
-
-def profiled_alpha_loss(r: Tensor, alpha_linex: float) -> Tensor:
-    """min_c mean_i g_linex(r_i - c) in closed form (translation invariant; logsumexp-stable)."""
-    if alpha_linex == 0:
-        return 0.5 * ((r - r.mean()) ** 2).mean()
-    a = alpha_linex
-    lse = torch.logsumexp(a * r, dim=0) - math.log(r.shape[0])
-    return (lse - a * r.mean()) / a**2
-
-
-def logz_estimate(r: Tensor) -> Tensor:
-    """Batch estimate of log Z on-policy: log mean exp(r) (no gradient)."""
-    return (torch.logsumexp(r.detach(), dim=0) - math.log(r.shape[0]))
-
-
-@torch.no_grad()
-def profiled_centre(r: Tensor, gprime: Fn, iters: int = 100) -> Tensor:
-    """c* with mean g'(r - c*) = 0 (g' increasing, g'(0) = 0 so c* lies in [min r, max r]); bisection."""
-    lo, hi = r.min().clone(), r.max().clone()
-    for _ in range(iters):
-        mid = 0.5 * (lo + hi)
-        if gprime(r - mid).mean() > 0:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-13 * (1 + abs(float(mid))):
-            break
-    return 0.5 * (lo + hi)
-
-
-def batch_loss(r: Tensor, loss: LossSpec | str, log_z: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """(objective to differentiate, loss value to log) for a batch of log-ratios r (1-D).
-
-    r must be differentiable through the model only (samples are constants). For the `learned`
-    centre, `log_z` is the learned scalar and receives gradient too.
-    """
-    spec = LOSSES[loss] if isinstance(loss, str) else loss
-    div = spec.div
-    if spec.centre == "profiled":
-        obj = div.scale * profiled_alpha_loss(r, div.alpha_linex)  # type: ignore[arg-type]
-        return obj, obj.detach()
-    if spec.centre == "logz_estimate":
-        c = logz_estimate(r)
-        s = r.detach() - c
-        obj = (div.gprime(s).detach() * r).mean()
-        return obj, div.g(s).mean().detach()
-    if spec.centre == "profiled_numeric":
-        c = profiled_centre(r.detach(), div.gprime)
-        s = r.detach() - c
-        obj = (div.gprime(s).detach() * r).mean()  # envelope theorem: c* carries no gradient
-        return obj, div.g(s).mean().detach()
-    if spec.centre == "learned":
-        if log_z is None:
-            raise ValueError(f"loss {spec.name} needs a learned log Z")
-        obj = div.g(r - log_z).mean()
-        return obj, obj.detach()
-    raise ValueError(f"unknown centre '{spec.centre}'")
