@@ -102,8 +102,9 @@ def identity(params: IdentityParams, *, out: Path) -> dict[str, Any]:
 
 @stage(plan=plan.gmm_params)
 def gmm(params: GmmParams, *, out: Path, density: Path) -> dict[str, Any]:
-    """E1: fit the 2-D Gaussian mixture with one (model, loss, seed), every behaviour; `density`: final
-    grid densities (.npz, one array per behaviour)."""
+    """E1: fit the 2-D Gaussian mixture with one (model, loss, seed), every behaviour.
+
+    `out`: the run's metrics (JSON); `density`: the final grid densities (.npz, one array per behaviour)."""
     import numpy as np
 
     from paperflow.core.io import Stage, atomic_path, write_json
@@ -136,8 +137,9 @@ def hypergrid(params: HypergridParams, *, out: Path) -> dict[str, Any]:
 
 @stage(plan=plan.report_params)
 def aggregate(params: ReportParams, *, out: Path, curves: Path, results: Path = Path("results")) -> dict[str, Any]:
-    """Collect every run into metrics.json (+ curves.csv); `results`: the results_dir the run files are in
-    (their paths come from `plan`)."""
+    """Collect every run into metrics.json (+ curves.csv).
+
+    `results`: the results_dir the run files are in (their paths come from `plan`)."""
     from paperflow.fdiv import report
 
     return report.aggregate(dict(params), results, out, curves)
