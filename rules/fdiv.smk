@@ -122,7 +122,7 @@ rule fdiv_summary:
     output:
         f"{FDIV_OUT}/summary.md",
     params:
-        p=lambda w: as_json(fdiv_plan.report_params(FDIV)),
+        p=lambda w: as_json(fdiv_plan.summary_params(FDIV)),
         results=lambda w, output: str(Path(output[0]).parents[1]),
     log:
         "logs/fdiv/summary.log",

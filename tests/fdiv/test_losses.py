@@ -116,3 +116,14 @@ def test_logz_centre_gradient_form_matches_g_with_fixed_centre():
 def test_learned_centre_requires_log_z():
     with pytest.raises(ValueError):
         batch_loss(torch.zeros(4, dtype=torch.float64), "tb")
+
+
+def test_config_schema_lists_exactly_the_registered_losses():
+    """The schema's enum of loss names is generated from the registry package's files (x-enum-modules)."""
+    from paperflow.core.config import load_schema
+
+    items = load_schema()["properties"]["fdiv"]["properties"]["losses"]["items"]
+    assert items["enum"] == LOSSES.names()
+    for name in LOSSES.names():  # file name == registered name, and every fact comes from the entry
+        spec = LOSSES[name]
+        assert spec.name == name and spec.mode in ("seeking", "covering") and spec.description

@@ -1,6 +1,7 @@
 """Planning: the exact parameters each fdiv job depends on, derived from the validated config.
 
-Rules and the CLI (`--config`) both call these, so a changed parameter reruns exactly its jobs.
+Rules and the generated CLI (`--config` plus the coordinates `--model --loss --seed`) both call these,
+so a changed parameter reruns exactly its jobs. Output paths of the runs live here too (public).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ def seeds(cfg: Mapping[str, Any]) -> list[int]:
 
 
 def identity_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """T1-T6 checks: the losses and the batch/steps sizes of T3 and T5."""
     return {"losses": list(cfg["losses"]), **cfg["identity"]}
 
 
@@ -24,6 +26,7 @@ def gmm_runs(cfg: Mapping[str, Any]) -> list[tuple[str, str, int]]:
 
 
 def gmm_params(cfg: Mapping[str, Any], model: str, loss: str, seed: int) -> dict[str, Any]:
+    """One E1 job: one (model, loss, seed), every behaviour of that model."""
     g = cfg["gmm"]
     keep = ("n_modes", "radius", "sigma", "weights", "log_z_offset", "grid", "extent", "proposal_std", "stale_lag",
             "steps", "batch_size", "lr_logz", "eval_every", "n_curve_samples", "n_eval_samples")
@@ -41,6 +44,7 @@ def hypergrid_runs(cfg: Mapping[str, Any]) -> list[tuple[str, int]]:
 
 
 def hypergrid_params(cfg: Mapping[str, Any], loss: str, seed: int) -> dict[str, Any]:
+    """One E2 job: one (loss, seed), every behaviour."""
     h = {k: v for k, v in cfg["hypergrid"].items() if k != "enabled"}
     return {**h, "behaviours": list(h["behaviours"]), "loss": loss, "seed": int(seed)}
 
@@ -53,6 +57,13 @@ def report_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
                     "radius": cfg["gmm"]["radius"], "sigma": cfg["gmm"]["sigma"], "weights": cfg["gmm"]["weights"],
                     "grid": cfg["gmm"]["grid"], "extent": cfg["gmm"]["extent"], "steps": cfg["gmm"]["steps"]},
             "hypergrid": {k: cfg["hypergrid"][k] for k in ("enabled", "height", "ndim", "r0", "steps", "behaviours")}}
+
+
+def summary_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The report parameters plus the claims' pre-declared thresholds (`fdiv.claims.*`)."""
+    return {**report_params(cfg), "claims": {k: dict(v) for k, v in cfg["claims"].items()},
+            "sample": {"gmm_eval_samples": cfg["gmm"]["n_eval_samples"], "gmm_batch": cfg["gmm"]["batch_size"],
+                       "hypergrid_batch": cfg["hypergrid"]["batch_size"]}}
 
 
 # ------------------------------------------------------------------------------------- output paths
