@@ -26,9 +26,10 @@ class Estimate:
 
     def fmt(self, digits: int = 3, unit: str = "seeds") -> str:
         v = f"{self.value:.{digits}f}"
+        u = unit if self.n != 1 else unit.rstrip("s")
         if self.has_ci:
-            return f"{v} [{self.lo:.{digits}f}, {self.hi:.{digits}f}] (n = {self.n} {unit})"
-        return f"{v} (n = {self.n} {unit}, no CI)"
+            return f"{v} [{self.lo:.{digits}f}, {self.hi:.{digits}f}] (n = {self.n} {u})"
+        return f"{v} (n = {self.n} {u}, no CI)"
 
 
 def mean_se(x: Sequence[float]) -> tuple[float, float | None]:

@@ -97,7 +97,7 @@ def combine(parts: Sequence[Verdict], label: str = "") -> Verdict:
     if not parts:
         return Verdict(NOT_TESTABLE, "no sub-claim could be measured")
     outs = [p.outcome for p in parts]
-    reason = "; ".join(p.reason for p in parts)
+    reason = "; ".join(dict.fromkeys(p.reason for p in parts))  # identical reasons once, in order
     if label:
         reason = f"{label}: {reason}"
     if all(o == HELD for o in outs):
