@@ -211,6 +211,12 @@ Decoders: {', '.join(decs)} (top-k set explicitly); n = {n} samples per forget p
 budget and schedule were not available; models marked [recon]. Unlearning stops at the first greedy check
 where forget accuracy ≤ retrain's + {p['greedy_margin']} (greedy-calibrated, as methods tuned on greedy metrics).
 
+Verdicts come from `paperflow.core.verdict` with the thresholds of `unlearning.claims` (config); effects are
+paired across seeds (t CI), so with fewer seeds than a claim's `min_n` it is "not testable at this scale".
+RULE's verdict requires beating its gold-only control (same number of steps on gold pairs only); a base or
+control that does not leak at all leaves nothing to remove and is "not testable". "leak@k grows with k" is no
+longer a claim: the estimator is non-decreasing in k by construction, so it could not fail.
+
 ![leak@k curves](leak_curves.png)
 
 {tables_md}
