@@ -44,8 +44,6 @@ def greedy_gap(greedy_m: Sequence[float], greedy_ret: Sequence[float], leak_m: S
     seed (else the premise fails: not testable), the paired leak@k difference method − retrain must
     exceed `threshold`. Retrain at the ceiling leaves no room: not testable."""
     rule = _thr(cfg)
-    if len(leak_m) < rule.min_n:
-        return judge(Estimate(float("nan"), n=len(leak_m)), rule), NAN
     est = paired_diff(leak_m, leak_ret)
     missed = [i for i, (g, r) in enumerate(zip(greedy_m, greedy_ret)) if g > r + greedy_margin + 1e-12]
     untestable = None
@@ -64,8 +62,6 @@ def sampling_excess(greedy_m: Sequence[float], leak_m: Sequence[float], greedy_r
     Unlike "leak@k grows with k" this can fail (a method at or below the floor gives ≤ 0)."""
     rule = _thr(cfg)
     excess = [(lm - gm) - (lr - gr) for gm, lm, gr, lr in zip(greedy_m, leak_m, greedy_ret, leak_ret)]
-    if len(excess) < rule.min_n:
-        return judge(Estimate(float("nan"), n=len(excess)), rule), NAN
     est = t_ci(excess)
     margin = float(cfg.get("ceiling_margin", 0.05))
     untestable = None
