@@ -115,3 +115,14 @@ def test_one_step_of_each_method_lowers_its_forget_loss(tiny_lm):
         assert after < before, params
         if params["loss"] in ("grad_ascent", "grad_diff", "npo", "simnpo"):
             assert float(mean_ce(model, fb)) > float(mean_ce(model0, fb))  # forget CE goes up
+
+
+def test_plan_refuses_a_hyperparameter_the_method_does_not_take():
+    from paperflow.core.config import load_config
+    from paperflow.unlearning import plan
+
+    cfg = load_config(REPO / "config" / "test.yaml", {"unlearning.methods.npo.delta": 0.5})["unlearning"]
+    with pytest.raises(ValueError, match=r"unlearning\.methods\.npo.*takes no 'delta'"):
+        plan.unlearn_params(cfg, "npo", 0)
+    ok = load_config(REPO / "config" / "test.yaml", {"unlearning.methods.npo.alpha": 0})["unlearning"]
+    assert plan.unlearn_params(ok, "npo", 0)["method_params"]["alpha"] == 0

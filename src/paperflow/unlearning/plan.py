@@ -61,9 +61,21 @@ def finetune_params(cfg: Mapping[str, Any], split: str, seed: int) -> dict[str, 
             "qa_per_author": d["qa_per_author"], "greedy": _greedy_eval(cfg)}
 
 
+def check_method(name: str, entry: Mapping[str, Any]) -> None:
+    """Fail at planning time (e.g. `snakemake -n`) on a hyperparameter the method does not take or an
+    invalid value, naming the config entry (the method class owns its hyperparameters)."""
+    from paperflow.unlearning.methods import build_method
+
+    try:
+        build_method(dict(entry))
+    except ValueError as e:
+        raise ValueError(f"config error in unlearning.methods.{name}: {e}") from None
+
+
 def unlearn_params(cfg: Mapping[str, Any], method: str, seed: int) -> dict[str, Any]:
     d, u = cfg["data"], dict(cfg["unlearn"])
     m = dict(cfg["methods"][method])
+    check_method(method, m)
     u["lr"] = m["lr"] if m["lr"] is not None else u["lr"]
     u["max_steps"] = m["max_steps"] if m["max_steps"] is not None else u["max_steps"]
     return {"method": method, "method_params": m, "unlearn": u, "seed": int(seed),
