@@ -1,8 +1,5 @@
 """Workflow test: the unlearning study's outputs of the shared smoke run (`smk_run`, config/test.yaml)."""
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -68,18 +65,24 @@ def test_outputs_and_manifests(run_dir):
 
 
 def test_evaluate_cli_on_any_checkpoint(run_dir, tmp_path):
-    """`paperflow unlearning evaluate` works on a checkpoint dir + data dir (what quantization uses)."""
+    """`paperflow unlearning evaluate` (the generated CLI, run in-process) on a checkpoint dir + data dir, in
+    both forms: --config + coordinates (by hand) and --params + --seed (what rules/quantization.smk passes)."""
+    from paperflow.core.cli import main
+    from paperflow.core.config import load_config
+    from paperflow.unlearning import plan
+
     d, run, cfg = run_dir
     model = d / "models" / "unlearning" / run / "seed0" / cfg["rule"]["bases"][0]
     data = d / "data" / "unlearning" / run / "tofu"
     conf = REPO / "config" / "test.yaml"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PAPERFLOW_PROGRESS": "0"}
-    res = subprocess.run([sys.executable, "-m", "paperflow.cli", "unlearning", "evaluate", "--config", str(conf),
-                          "--model-name", model.name, "--seed", "0", "--data", str(data), "--model", str(model),
-                          "--out-dir", str(tmp_path / "ev")], capture_output=True, text=True, env=env, cwd=REPO)
-    assert res.returncode == 0, res.stderr[-3000:]
+    assert main(["unlearning", "evaluate", "--config", str(conf), "--model-name", model.name, "--seed", "0",
+                 "--data", str(data), "--model", str(model), "--out-dir", str(tmp_path / "ev")]) == 0
     m = json.loads((tmp_path / "ev" / "metrics.json").read_text())
     assert set(m["leak"]) == {dd["name"] for dd in cfg["eval"]["decoders"]}
     # same model, same eval seed -> the same leak counts as the pipeline's judge stage
     piped = json.loads((d / "results" / "unlearning" / run / "metrics" / "seed0" / f"{model.name}.json").read_text())
     assert m["leak"]["T1.0"]["keyfact"]["c"] == piped["leak"]["T1.0"]["keyfact"]["c"]
+    params = json.dumps(plan.evaluate_job(load_config(conf)["unlearning"], model.name, 0))
+    assert main(["unlearning", "evaluate", "--params", params, "--data", str(data), "--model", str(model),
+                 "--seed", "0", "--out-dir", str(tmp_path / "ev2")]) == 0
+    assert json.loads((tmp_path / "ev2" / "metrics.json").read_text())["leak"] == m["leak"]
