@@ -141,7 +141,7 @@ def build_report(p: dict[str, Any], metrics_root: Path, models_root: Path, out_d
     from paperflow.unlearning import claims as C
 
     cc = p["claims"]
-    n_prompts = len(M["full"][seeds[0]]["leak"][hd][hj]["c"])
+    n_prompts = len(M["full"][seeds[0]]["leak"].get(hd, {}).get(hj, {}).get("c", []))
     ns = len(seeds)
     sample = f"{ns} seed{'s' if ns != 1 else ''} × {n_prompts} forget prompts × {n} samples"
     greedy_sample = f"{ns} seed{'s' if ns != 1 else ''} × greedy on forget + retain prompts"
