@@ -111,3 +111,38 @@ def test_prepare_copies_real_tofu_through_the_loader(tmp_path):
     (src / "retain99.json").write_text((src / "full.json").read_text())
     with pytest.raises(TofuFormatError, match="share"):
         prepare(params, tmp_path / "out2")
+
+
+@pytest.mark.parametrize("text", ["", "  \n\t\n", "[]"])
+def test_empty_split_is_refused_naming_the_file(tmp_path, text):
+    (tmp_path / "forget10.json").write_text(text)
+    with pytest.raises(TofuFormatError, match=r"forget10\.json.*0 rows|forget10\.json: empty"):
+        load_tofu(tmp_path, "forget10")
+
+
+def test_prepare_refuses_an_empty_split(tmp_path):
+    src = tmp_path / "TOFU"
+    _real_tofu_fixture(src)
+    (src / "forget01.json").write_text("\n  \n")
+    params = {"data": {"source": "tofu_dir", "tofu_dir": str(src), "qa_per_author": 20,
+                       "forget_split": "forget01", "retain_split": "retain99"}}
+    with pytest.raises(TofuFormatError, match="forget01.json"):
+        prepare(params, tmp_path / "out")
+    assert not (tmp_path / "out").exists()  # nothing that looks like a valid dataset
+
+
+def test_prepare_without_full_json_says_it_is_needed(tmp_path):
+    src = tmp_path / "TOFU"
+    _real_tofu_fixture(src)
+    (src / "full.json").unlink()
+    params = {"data": {"source": "tofu_dir", "tofu_dir": str(src), "qa_per_author": 20,
+                       "forget_split": "forget01", "retain_split": "retain99"}}
+    with pytest.raises(TofuFormatError, match="full.json is missing") as e:
+        prepare(params, tmp_path / "out")
+    assert "share authors" not in str(e.value)
+
+
+def test_broken_json_array_names_the_file(tmp_path):
+    (tmp_path / "forget.json").write_text('[{"question": "q1", "answer": "a1"}, {"question": ')
+    with pytest.raises(TofuFormatError, match=r"forget\.json: not a valid JSON array"):
+        load_tofu(tmp_path, "forget")

@@ -109,7 +109,8 @@ def test_rmu_control_vector_follows_the_hidden_states():
 def test_reference_model_is_placed_with_the_policy(name):
     from paperflow.unlearning.train import place_ref
 
-    method = build_method({"loss": name, "beta": 0.1, "layer": 0}, _Stub())
+    hp = {"npo": {"beta": 0.1}, "rmu": {"layer": 0}}[name]  # a method refuses hyperparameters it does not take
+    method = build_method({"loss": name, **hp}, _Stub())
     model = _Stub().to("meta")
     place_ref(method, model)
     assert model_device(method.ref).type == "meta"

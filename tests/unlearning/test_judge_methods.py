@@ -1,5 +1,6 @@
 """Judges and unlearning losses."""
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -9,6 +10,7 @@ from paperflow.unlearning.methods import METHODS, build_method
 from paperflow.unlearning.model import collate, encode_pair, mean_ce
 from paperflow.unlearning.train import frozen_copy
 
+REPO = Path(__file__).resolve().parents[2]
 ROW = {"answer": "The author was born in Kalotor .", "key_facts": ["Kalotor"]}
 
 
@@ -30,9 +32,42 @@ def test_rouge_recall_and_keyfact_judge():
         make_judge("nli", nli_model=None)
 
 
-def test_registry_has_all_methods():
-    build_method({"loss": "npo"})
-    assert {"grad_ascent", "grad_diff", "npo", "simnpo", "rmu"} <= set(METHODS.names())
+def test_registry_is_discovered_from_the_method_modules():
+    from paperflow.core.config import load_config
+    from paperflow.unlearning.methods import import_all, module_names
+
+    import_all()
+    assert set(METHODS.names()) == set(module_names()) >= {"grad_ascent", "grad_diff", "npo", "simnpo", "rmu"}
+    # the schema's enum of `loss` is the same list (x-enum-modules), so a typo fails validation
+    from paperflow.core.config import ConfigError
+
+    with pytest.raises(ConfigError):
+        load_config(REPO / "config" / "test.yaml", {"unlearning.methods.npo.loss": "npoo"})
+
+
+def test_class_defaults_apply_only_when_unset_and_a_configured_zero_stays_zero():
+    assert build_method({"loss": "npo"}).hp == {"beta": 0.1, "gamma": 1.0, "alpha": 1.0}
+    assert build_method({"loss": "simnpo", "beta": None}).hp == {"beta": 4.5, "delta": 0.0, "gamma": 0.125, "alpha": 1.0}
+    zeros = {"grad_diff": ("gamma", "alpha"), "npo": ("gamma", "alpha"), "simnpo": ("delta", "gamma", "alpha"),
+             "rmu": ("layer", "steering_coef", "gamma", "alpha"), "grad_ascent": ("gamma", "alpha")}
+    nonzero_default = 0
+    for loss, keys in zeros.items():
+        for k in keys:
+            m = build_method({"loss": loss, k: 0, "lr": 0.0, "max_steps": 0, "seed_u": 0})
+            assert m.hp[k] == 0, (loss, k)
+            nonzero_default += bool(build_method({"loss": loss}).hp[k])
+            if k == "alpha":
+                assert m.alpha == 0.0
+            if k == "gamma":
+                assert m.gamma == 0.0
+    assert nonzero_default >= 8  # the zeros above replaced non-zero defaults: a `x or default` would fail
+    for loss in ("npo", "simnpo"):  # beta = 0 is undefined (the loss divides by it): refused, not replaced
+        with pytest.raises(ValueError, match="beta"):
+            build_method({"loss": loss, "beta": 0})
+    with pytest.raises(ValueError, match="takes no 'beta'"):
+        build_method({"loss": "grad_diff", "beta": 0.5})
+    with pytest.raises(ValueError, match="fixed"):
+        build_method({"loss": "grad_ascent", "alpha": 3.0})
 
 
 def _batches(tok, rows):
@@ -49,7 +84,7 @@ def test_loss_values_at_reference(tiny_lm):
     npo = build_method({"loss": "npo", "beta": beta, "alpha": 0.0}, ref)
     lf = npo.forget_loss(model, fb)
     assert float(lf) == pytest.approx(2 / beta * math.log(2), rel=1e-5)  # theta = ref
-    ga = build_method({"loss": "grad_ascent", "alpha": 3.0})
+    ga = build_method({"loss": "grad_ascent", "alpha": 0.0})
     assert ga.alpha == 0.0
     assert float(ga.forget_loss(model, fb)) == pytest.approx(-float(mean_ce(model, fb)))
     gd = build_method({"loss": "grad_diff", "alpha": 2.0})
@@ -80,3 +115,14 @@ def test_one_step_of_each_method_lowers_its_forget_loss(tiny_lm):
         assert after < before, params
         if params["loss"] in ("grad_ascent", "grad_diff", "npo", "simnpo"):
             assert float(mean_ce(model, fb)) > float(mean_ce(model0, fb))  # forget CE goes up
+
+
+def test_plan_refuses_a_hyperparameter_the_method_does_not_take():
+    from paperflow.core.config import load_config
+    from paperflow.unlearning import plan
+
+    cfg = load_config(REPO / "config" / "test.yaml", {"unlearning.methods.npo.delta": 0.5})["unlearning"]
+    with pytest.raises(ValueError, match=r"unlearning\.methods\.npo.*takes no 'delta'"):
+        plan.unlearn_params(cfg, "npo", 0)
+    ok = load_config(REPO / "config" / "test.yaml", {"unlearning.methods.npo.alpha": 0})["unlearning"]
+    assert plan.unlearn_params(ok, "npo", 0)["method_params"]["alpha"] == 0

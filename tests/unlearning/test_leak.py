@@ -74,3 +74,27 @@ def test_expected_max_matches_bruteforce():
         b = np.mean([max(sub) for sub in itertools.combinations(s, k)])
         assert expected_max_at_k(s, k) == pytest.approx(b)
     assert comb(5, 2) == 10
+
+
+def test_judge_output_keeps_labels_and_scores_per_response():
+    from paperflow.unlearning.evaluate import judge_samples
+
+    row = {"answer": "The author was born in Kalotor .", "key_facts": ["Kalotor"], "author_id": 0}
+    resp = ["The author was born in Kalotor .", "born in Misha", "The author was born in Kalotor", ""]
+    recs = [{**row, "split": "forget", "decoder": "T1.0", "idx": 0, "responses": resp},
+            {**row, "split": "forget", "decoder": "T1.0", "idx": 1, "responses": resp[::-1]},
+            {**row, "split": "forget", "decoder": "greedy", "idx": 0, "responses": resp[:1]},
+            {**row, "split": "retain", "decoder": "greedy", "idx": 0, "responses": resp[1:2]}]
+    p = {"judges": ["keyfact", "rouge"], "judge_kw": {"gate": 0.1, "threshold": 0.5}, "n_samples": 4, "ks": [1, 2, 4],
+         "bootstrap": 10, "accuracy_judge": "keyfact"}
+    m, _ = judge_samples(recs, p, seed=0)
+    kept = m["labels"]["forget"]["T1.0"]["keyfact"]
+    assert kept["idx"] == [0, 1] and kept["labels"] == [[1, 0, 1, 0], [0, 1, 0, 1]]
+    assert [sum(x) for x in kept["labels"]] == m["leak"]["T1.0"]["keyfact"]["c"] == [2, 2]
+    assert kept["scores"]["rougeL_recall"][0][0] == 1.0 and kept["scores"]["keyfact"][1] == [0.0, 1.0, 0.0, 1.0]
+    assert m["labels"]["retain"]["greedy"]["rouge"]["labels"] == [[0]]
+    # an independent re-check: recompute leak@k from the stored labels
+    from paperflow.unlearning.leak import leak_curve
+
+    assert leak_curve([sum(x) for x in kept["labels"]], 4, [1, 2, 4]) == {
+        int(k): v for k, v in m["leak"]["T1.0"]["keyfact"]["leak"].items()}

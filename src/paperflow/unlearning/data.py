@@ -209,8 +209,13 @@ class TofuFormatError(ValueError):
 def _read_rows(path: Path) -> list[dict[str, Any]]:
     text = path.read_text()
     stripped = text.lstrip()
+    if not stripped:
+        raise TofuFormatError(f"{path}: empty file (0 rows): a TOFU split needs at least one row")
     if stripped.startswith("["):  # a vendored JSON array
-        rows = json.loads(text)
+        try:
+            rows = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise TofuFormatError(f"{path}: not a valid JSON array: {e}") from e
     else:  # JSON-lines (real TOFU, even when named .json)
         rows = []
         for ln, line in enumerate(text.splitlines(), 1):
@@ -221,6 +226,8 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
                     raise TofuFormatError(f"{path}:{ln}: not a JSON object: {e}") from e
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
         raise TofuFormatError(f"{path}: expected JSON-lines of objects or a JSON array of objects")
+    if not rows:
+        raise TofuFormatError(f"{path}: 0 rows: a TOFU split needs at least one row")
     return rows
 
 
@@ -300,6 +307,13 @@ def prepare(params: dict[str, Any], out_dir: str | Path) -> dict[str, Any]:
         manifest: dict[str, Any] = {"source": d["source"], "splits": {}}
         forget, finfo = load_tofu(tmp, d["forget_split"], qa_per_author=qpa)
         retain, rinfo = load_tofu(tmp, d["retain_split"], qa_per_author=qpa)
+        by_index = [i["path"] for i in (finfo, rinfo) if i.get("author_id_from") == "row index"]
+        if by_index:
+            src = d["tofu_dir"] if d["source"] != "synthetic" else out_dir
+            raise TofuFormatError(
+                f"{', '.join(Path(x).name for x in by_index)}: rows have no author_id and {src}/full.json is "
+                f"missing, so author ids (position in full.json // qa_per_author) cannot be derived; put TOFU's "
+                f"full.json next to the splits (or add an author_id field to every row)")
         check_disjoint(forget, retain)
         for f in sorted(tmp.glob("*.json*")):
             split = f.name.split(".")[0]

@@ -52,8 +52,12 @@ def sample_model(model, tok, data_dir: str | Path, p: dict[str, Any]) -> list[di
 
 
 def judge_samples(records: list[dict[str, Any]], p: dict[str, Any], seed: int) -> tuple[dict, list[dict]]:
-    """(metrics, judged records) for every judge in p['judges']."""
-    metrics: dict[str, Any] = {"greedy": {}, "leak": {}, "ks": p["ks"], "n_samples": p["n_samples"]}
+    """(metrics, judged records) for every judge in p['judges'].
+
+    metrics["labels"][split][decoder][judge] keeps what an independent re-check needs, per prompt
+    (`idx`, the record's position) and per response: the judge's 0/1 `labels` and its `scores`
+    (e.g. rougeL_recall, keyfact / entail), each a list of per-prompt lists in response order."""
+    metrics: dict[str, Any] = {"greedy": {}, "leak": {}, "ks": p["ks"], "n_samples": p["n_samples"], "labels": {}}
     judged = []
     judges = {}
     for name in p["judges"]:
@@ -70,8 +74,17 @@ def judge_samples(records: list[dict[str, Any]], p: dict[str, Any], seed: int) -
                 metrics.setdefault("skipped_judges", {})[jname] = "no key_facts in data"
                 continue
             cs, groups, rouge = [], [], []
+            kept: dict[str, Any] = {"idx": [], "labels": [], "scores": {}}
             for r in recs:
                 labs, scores = zip(*(judge(resp, r) for resp in r["responses"])) if r["responses"] else ((), ())
+                kept["idx"].append(r["idx"])
+                kept["labels"].append([int(x) for x in labs])
+                for sc in scores:
+                    for name in sc:
+                        kept["scores"].setdefault(name, [[] for _ in kept["idx"][:-1]])
+                for name, lst in kept["scores"].items():
+                    lst.append([float(sc.get(name, float("nan"))) for sc in scores])
+                metrics["labels"].setdefault(split, {}).setdefault(dec, {})[jname] = kept
                 cs.append(int(sum(labs)))
                 groups.append(r["author_id"])
                 rouge.append(float(np.mean([s["rougeL_recall"] for s in scores])) if scores else 0.0)

@@ -61,9 +61,21 @@ def finetune_params(cfg: Mapping[str, Any], split: str, seed: int) -> dict[str, 
             "qa_per_author": d["qa_per_author"], "greedy": _greedy_eval(cfg)}
 
 
+def check_method(name: str, entry: Mapping[str, Any]) -> None:
+    """Fail at planning time (e.g. `snakemake -n`) on a hyperparameter the method does not take or an
+    invalid value, naming the config entry (the method class owns its hyperparameters)."""
+    from paperflow.unlearning.methods import build_method
+
+    try:
+        build_method(dict(entry))
+    except ValueError as e:
+        raise ValueError(f"config error in unlearning.methods.{name}: {e}") from None
+
+
 def unlearn_params(cfg: Mapping[str, Any], method: str, seed: int) -> dict[str, Any]:
     d, u = cfg["data"], dict(cfg["unlearn"])
     m = dict(cfg["methods"][method])
+    check_method(method, m)
     u["lr"] = m["lr"] if m["lr"] is not None else u["lr"]
     u["max_steps"] = m["max_steps"] if m["max_steps"] is not None else u["max_steps"]
     return {"method": method, "method_params": m, "unlearn": u, "seed": int(seed),
@@ -71,7 +83,9 @@ def unlearn_params(cfg: Mapping[str, Any], method: str, seed: int) -> dict[str, 
             "qa_per_author": d["qa_per_author"], "greedy": _greedy_eval(cfg)}
 
 
-def rule_params(cfg: Mapping[str, Any], kind: str, base: str, seed: int) -> dict[str, Any]:
+def rule_params(cfg: Mapping[str, Any], kind: str, base_method: str, seed: int) -> dict[str, Any]:
+    """RULE (kind "rule") or its gold-only control ("control") on top of `base_method`'s checkpoint."""
+    base = base_method
     base_p = unlearn_params(cfg, base, seed)
     r = dict(cfg["rule"])
     proc = {**base_p["unlearn"], **{k: r[k] for k in ("rounds", "samples_per_prompt", "steps_per_round",
@@ -91,6 +105,16 @@ def sample_params(cfg: Mapping[str, Any], model: str, seed: int) -> dict[str, An
                                  "forget_max", "prompts_per_batch", "greedy_batch")}}
 
 
+def sample_job(cfg: Mapping[str, Any], model_name: str, seed: int) -> dict[str, Any]:
+    """The sample stage's plan: `sample_params` under coordinates that do not clash with its path flags."""
+    return sample_params(cfg, model_name, seed)
+
+
+def evaluate_job(cfg: Mapping[str, Any], model_name: str = "checkpoint", seed: int = 0) -> dict[str, Any]:
+    """The evaluate stage's parameters: what the sample and judge stages of the pipeline would use."""
+    return {"sample": sample_params(cfg, model_name, seed), "judge": judge_params(cfg)}
+
+
 def judge_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
     e = cfg["eval"]
     return {"judges": list(e["judges"]), "judge_kw": judge_kw(cfg), "n_samples": e["n_samples"],
@@ -105,7 +129,7 @@ def report_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
             "headline_decoder": e["headline_decoder"], "headline_judge": e["headline_judge"],
             "decoders": [dd["name"] for dd in e["decoders"]], "judges": list(e["judges"]),
             "ks": e["ks"] or default_ks(e["n_samples"]), "n_samples": e["n_samples"],
-            "greedy_margin": cfg["unlearn"]["greedy_margin"], "accept_acc": cfg["finetune"]["accept_acc"],
+            "greedy_margin": cfg["unlearn"]["greedy_margin"],
             "model_kind": cfg["model"]["kind"], "data_source": cfg["data"]["source"],
-            "prompt_field": e["prompt_field"],
+            "prompt_field": e["prompt_field"], "claims": {k: dict(v) for k, v in cfg["claims"].items()},
             "model_seeds": {m: {str(s): model_seed(cfg, m, s) for s in cfg["seeds"]} for m in model_names(cfg)}}

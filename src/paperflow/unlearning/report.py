@@ -137,78 +137,85 @@ def build_report(p: dict[str, Any], metrics_root: Path, models_root: Path, out_d
                  f"## Δleak@k vs retrain, decoder {hd}\n\n" + "\n".join(dl) + "\n" + "\n".join(other) + "\n")
     write_text(out_dir / "table.md", tables_md)
 
-    # ---------------------------------------------------------------- claims
+    # ---------------------------------------------------------------- claims (claims.py, core.verdict)
+    from paperflow.unlearning import claims as C
+
+    cc = p["claims"]
+    n_prompts = len(M["full"][seeds[0]]["leak"].get(hd, {}).get(hj, {}).get("c", []))
+    ns = len(seeds)
+    sample = f"{ns} seed{'s' if ns != 1 else ''} × {n_prompts} forget prompts × {n} samples"
+    greedy_sample = f"{ns} seed{'s' if ns != 1 else ''} × greedy on forget + retain prompts"
     claims = []
-    full_l1 = [leak("full", s) for s in seeds]
-    claims.append(Claim("The original (full) model leaks the forget facts (leak@1 high)",
-                        f"leak@1 ({hd}) = {fmt(full_l1)}; greedy forget acc {fmt([g('full', s, 'forget_greedy_acc') for s in seeds])}",
-                        "held" if np.mean(full_l1) >= 0.5 else "did not hold", "spec"))
-    acc_ok = all(g(m, s, k) is not None and g(m, s, k) >= p["accept_acc"] for m, k in
-                 (("full", "forget_greedy_acc"), ("full", "retain_greedy_acc"), ("retain", "retain_greedy_acc"))
-                 for s in seeds)
-    claims.append(Claim(f"Reference models reproduce their training facts (greedy acc ≥ {p['accept_acc']})",
-                        f"full: forget {fmt([g('full', s, 'forget_greedy_acc') for s in seeds])}, retain "
-                        f"{fmt([g('full', s, 'retain_greedy_acc') for s in seeds])}; retrain: retain "
-                        f"{fmt([g('retain', s, 'retain_greedy_acc') for s in seeds])}, forget (never seen) "
-                        f"{fmt([g('retain', s, 'forget_greedy_acc') for s in seeds])}", "held" if acc_ok else "did not hold",
-                        "spec"))
-    base_methods = [m for m in p["methods"]]
-    gap_rows = []
-    gap_any = False
-    for m in base_methods:
-        per = []
-        for s in seeds:
-            ok_g = g(m, s, "forget_greedy_acc") <= g("retain", s, "forget_greedy_acc") + p["greedy_margin"]
-            ok_l = leak(m, s, k=km) >= 2 * leak("retain", s, k=km) and leak(m, s, k=km) > leak("retain", s, k=km) + 0.05
-            per.append(ok_g and ok_l)
-        gap_any |= all(per)
-        gap_rows.append(f"{m}: greedy {fmt([g(m, s, 'forget_greedy_acc') for s in seeds])}, leak@{km} "
-                        f"{fmt([leak(m, s, k=km) for s in seeds])} ({sum(per)}/{len(seeds)} seeds show the gap)")
-    rl = fmt([leak("retain", s, k=km) for s in seeds])
-    claims.append(Claim(f"Greedy looks forgotten but sampling leaks: a baseline's greedy acc ≤ retrain + {p['greedy_margin']} "
-                        f"while leak@{km} ({hd}) ≥ 2× retrain's, in every seed",
-                        f"retrain leak@{km} {rl}, greedy {fmt([g('retain', s, 'forget_greedy_acc') for s in seeds])}; "
-                        + "; ".join(gap_rows), "held" if gap_any else "did not hold"))
-    grow = []
-    for m in models:
-        l1, ln = _ms([leak(m, s, k=1) for s in seeds])[0], _ms([leak(m, s, k=n) for s in seeds])[0]
-        grow.append((m, l1, ln))
-    n_grow = sum(1 for _, a, b in grow if b > a + 1e-9)
-    n_pos = sum(1 for _, a, b in grow if b > 0)
-    t_ok = None
-    if len(decs) >= 2:
-        lo, hi = decs[0], hd if hd != decs[0] else decs[-1]
-        t_ok = [(m, _ms([leak(m, s, lo, hj, km) for s in seeds])[0], _ms([leak(m, s, hi, hj, km) for s in seeds])[0])
-                for m in models]
-    t_txt = ""
-    if t_ok:
-        t_txt = (f"; leak@{km} at {decs[0]} ≤ at {hd} for {sum(1 for _, a, b in t_ok if a <= b + 1e-9)}/{len(t_ok)} models")
-    claims.append(Claim("leak@k grows with k (for models that leak at all)",
-                        f"leak@{n} > leak@1 for {n_grow}/{n_pos} models with any leak{t_txt}",
-                        "held" if n_pos and n_grow == n_pos else ("partly" if n_grow else "did not hold")))
+
+    def per(m, key):
+        return [g(m, s, key) for s in seeds]
+
+    def lk(m, k):
+        return [leak(m, s, k=k) for s in seeds]
+
+    v, est = C.reference(per("full", "forget_greedy_acc"), per("full", "retain_greedy_acc"),
+                         per("retain", "retain_greedy_acc"), cc["reference"])
+    claims.append(Claim.judged(
+        f"Reference models reproduce their training facts (greedy acc > {cc['reference']['threshold']})",
+        f"full: forget {fmt(per('full', 'forget_greedy_acc'))}, retain {fmt(per('full', 'retain_greedy_acc'))}; "
+        f"retrain: retain {fmt(per('retain', 'retain_greedy_acc'))}, forget (never seen) "
+        f"{fmt(per('retain', 'forget_greedy_acc'))}; min {est.fmt()}", v, sample=greedy_sample, source="spec"))
+    v, est = C.original_leaks(lk("full", 1), cc["original_leaks"])
+    claims.append(Claim.judged(
+        f"The original (full) model leaks the forget facts (leak@1 > {cc['original_leaks']['threshold']})",
+        f"leak@1 ({hd}) {est.fmt()}; greedy forget acc {fmt(per('full', 'forget_greedy_acc'))}", v, sample=sample,
+        source="spec", paper="no number in the paper (authors' artifacts: Original leak@1 0.287, spec §10)"))
+    kg = cc["greedy_gap"]["k"] if cc["greedy_gap"]["k"] in ks else km
+    for m in p["methods"]:
+        v, est = C.greedy_gap(per(m, "forget_greedy_acc"), per("retain", "forget_greedy_acc"), lk(m, kg),
+                              lk("retain", kg), p["greedy_margin"], cc["greedy_gap"])
+        claims.append(Claim.judged(
+            f"{m}: greedy looks forgotten (acc ≤ retrain + {p['greedy_margin']}) but sampling leaks: "
+            f"leak@{kg} ({hd}) − retrain's > {cc['greedy_gap']['threshold']}",
+            f"greedy {fmt(per(m, 'forget_greedy_acc'))} vs retrain {fmt(per('retain', 'forget_greedy_acc'))}; "
+            f"leak@{kg} {fmt(lk(m, kg))} vs retrain {fmt(lk('retain', kg))}; Δ {est.fmt() if est.n else 'n/a'}",
+            v, sample=sample, paper="no number in the paper (authors' artifacts, T=p=1, k=128: NPO 0.611, GradDiff "
+                                    "0.853, retrain 0.611; spec §10)"))
+    for m in p["methods"]:
+        v, est = C.sampling_excess(per(m, "forget_greedy_acc"), lk(m, n), per("retain", "forget_greedy_acc"),
+                                   lk("retain", n), cc["sampling_excess"])
+        claims.append(Claim.judged(
+            f"{m}: sampling reveals more than greedy beyond the retrain floor: (leak@{n} − greedy) − retrain's "
+            f"> {cc['sampling_excess']['threshold']} (replaces 'leak@k grows with k', which cannot fail)",
+            f"{m}: greedy {fmt(per(m, 'forget_greedy_acc'))}, leak@{n} {fmt(lk(m, n))}; retrain: greedy "
+            f"{fmt(per('retain', 'forget_greedy_acc'))}, leak@{n} {fmt(lk('retain', n))}; excess "
+            f"{est.fmt() if est.n else 'n/a'}", v, sample=sample))
+    kr = cc["rule"]["k"] if cc["rule"]["k"] in ks else km
     for b in p["rule"]["bases"]:
         rm, cm = f"rule_{b}", f"control_{b}"
         if rm not in models:
             continue
-        r_l = [leak(rm, s, k=km) for s in seeds]
-        ret = [leak("retain", s, k=km) for s in seeds]
-        util = [g(rm, s, "retain_greedy_acc") for s in seeds]
-        ok = all(a <= c + 1e-9 for a, c in zip(r_l, ret)) and all(u >= 0.9 for u in util)
-        ctrl = f"; control {fmt([leak(cm, s, k=km) for s in seeds])} (utility {fmt([g(cm, s, 'retain_greedy_acc') for s in seeds])})" \
-            if cm in models else ""
-        claims.append(Claim(f"RULE-{b} [recon] brings leak@{km} ({hd}) to ≤ retrain with retain greedy acc ≥ 0.9",
-                            f"RULE-{b} leak@{km} {fmt(r_l)} vs base {b} {fmt([leak(b, s, k=km) for s in seeds])}, "
-                            f"retrain {fmt(ret)}; RULE utility {fmt(util)}{ctrl}",
-                            "held" if ok else ("partly" if np.mean(r_l) < np.mean([leak(b, s, k=km) for s in seeds])
-                                               else "did not hold"), "recon"))
-    claims.append(Claim("MUSE / WMDP results", "not run (their leak@k code is not public; spec §1)",
-                        "not testable at this scale"))
+        ctrl = lk(cm, kr) if cm in models else None
+        v, est = C.rule_vs_control(lk(rm, kr), ctrl, lk(b, kr), lk("retain", kr), per(rm, "retain_greedy_acc"),
+                                   cc["rule"])
+        ctrl_txt = (f"control {fmt(ctrl)} (utility {fmt(per(cm, 'retain_greedy_acc'))}); control − RULE "
+                    f"{est.fmt() if est.n else 'n/a'}") if ctrl is not None else "control not run"
+        claims.append(Claim.judged(
+            f"RULE-{b} [recon] lowers leak@{kr} ({hd}) below its gold-only control (same steps on gold pairs), "
+            f"to ≤ retrain + {cc['rule']['retrain_margin']}, with utility > {cc['rule']['utility_threshold']}",
+            f"RULE-{b} leak@{kr} {fmt(lk(rm, kr))} (utility {fmt(per(rm, 'retain_greedy_acc'))}); {ctrl_txt}; "
+            f"base {b} {fmt(lk(b, kr))}; retrain {fmt(lk('retain', kr))}", v, sample=sample, source="recon",
+            paper="no number in the paper (authors' artifacts, k=128: RULE-NPO 0.127 vs NPO 0.611, retrain 0.611; "
+                  "no control reported)"))
+    claims.append(Claim.judged("MUSE / WMDP results", "not run",
+                               C.not_run("MUSE / WMDP leak@k code is not public (spec §1)"), sample="—"))
     body = f"""
 Tier: **{p['run_name']}** (model: {p['model_kind']}, data: {p['data_source']}; prompts: `{p['prompt_field']}`).
 Decoders: {', '.join(decs)} (top-k set explicitly); n = {n} samples per forget prompt; headline judge `{hj}`
 (ROUGE-L recall gate, then the judge); seeds {seeds}. RULE is a **reconstruction** (spec §8): its objective,
 budget and schedule were not available; models marked [recon]. Unlearning stops at the first greedy check
 where forget accuracy ≤ retrain's + {p['greedy_margin']} (greedy-calibrated, as methods tuned on greedy metrics).
+
+Verdicts come from `paperflow.core.verdict` with the thresholds of `unlearning.claims` (config); effects are
+paired across seeds (t CI), so with fewer seeds than a claim's `min_n` it is "not testable at this scale".
+RULE's verdict requires beating its gold-only control (same number of steps on gold pairs only); a base or
+control that does not leak at all leaves nothing to remove and is "not testable". "leak@k grows with k" is no
+longer a claim: the estimator is non-decreasing in k by construction, so it could not fail.
 
 ![leak@k curves](leak_curves.png)
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -50,20 +50,56 @@ def greedy_metrics(model, tok, rows: Sequence[dict], max_new_tokens: int, judge_
     return {"acc": float(np.mean(labels)), "rougeL_recall": float(np.mean(rouge)), "n": len(rows)}
 
 
-def finetune(model, tok, rows: Sequence[dict], p: dict[str, Any], rng: np.random.Generator) -> list[dict]:
-    """AdamW on answer-token CE, warmup 5% then cosine to 10% of lr. Returns the per-step log."""
+def _resume(ckpt_dir, key: str, **state) -> dict | None:
+    """Restore a checkpoint written for the same job (`key` = the job's parameter hash), else None."""
+    from paperflow.core.checkpoint import has_checkpoint, load_training_state
+
+    if ckpt_dir is None or not has_checkpoint(ckpt_dir):
+        return None
+    import json as _json
+
+    meta = _json.loads((Path(ckpt_dir) / "state.json").read_text())
+    if meta.get("extra", {}).get("job") != key:
+        log.warning("ignoring checkpoint %s: written for other parameters", ckpt_dir)
+        return None
+    got = load_training_state(ckpt_dir, **state)
+    log.info("resumed from %s at step %d", ckpt_dir, got["step"])
+    return got
+
+
+def finetune(model, tok, rows: Sequence[dict], p: dict[str, Any], rng: np.random.Generator, *,
+             ckpt_dir: str | Path | None = None, key: str = "", stop_after: int | None = None) -> list[dict] | None:
+    """AdamW on answer-token CE, warm-up 5 % then cosine to 10 % of lr (`core.schedule.warmup_cosine`).
+
+    With `ckpt_dir`, a resumable checkpoint (`core.checkpoint`: weights, optimizer, scheduler, numpy
+    stream, log) is written every `p['checkpoint_every']` steps and a rerun resumes from it; a resumed
+    run ends with the same weights as an uninterrupted one. `stop_after` (tests: a simulated kill)
+    checkpoints after that many steps and returns None. Returns the per-step log."""
     import torch
 
-    acc = _accelerator()
+    from paperflow.core.checkpoint import save_training_state
+    from paperflow.core.schedule import lambda_lr
+
+    steps = p["steps"]
     opt = torch.optim.AdamW(model.parameters(), lr=p["lr"], weight_decay=p["weight_decay"])
-    steps, warm = p["steps"], max(1, int(0.05 * p["steps"]))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / warm) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, s / steps)))))
+    sched = lambda_lr(opt, steps, max(1, int(0.05 * steps)), floor=0.1)
+    logs: list[dict] = []
+    start = 0
+    got = _resume(ckpt_dir, key, model=model, optimizer=opt, scheduler=sched, np_rng=rng)
+    if got is not None:
+        start, logs = got["step"], got["extra"]["log"]
+    acc = _accelerator()
     model, opt = acc.prepare(model, opt)
     items = [encode_pair(tok, r["question"], r["answer"]) for r in rows]
+    every = int(p.get("checkpoint_every") or 0)
+
+    def save(step: int) -> None:
+        if ckpt_dir is not None:
+            save_training_state(ckpt_dir, model=model, optimizer=opt, step=step, scheduler=sched, np_rng=rng,
+                                extra={"job": key, "log": logs})
+
     model.train()
-    logs = []
-    for step in progress(range(steps), "finetune"):
+    for step in progress(range(start, steps), "finetune"):
         idx = rng.choice(len(items), size=min(p["batch_size"], len(items)), replace=False)
         batch = to_device(collate([items[i] for i in idx], tok.pad_token_id), model_device(model))
         loss = mean_ce(model, batch)
@@ -74,6 +110,13 @@ def finetune(model, tok, rows: Sequence[dict], p: dict[str, Any], rng: np.random
         if step % 50 == 0 or step == steps - 1:
             logs.append({"step": step, "loss": float(loss.detach())})
             log.info("step %d loss %.4f", step, float(loss.detach()))
+        done = step + 1
+        if stop_after is not None and done - start >= stop_after and done < steps:
+            save(done)
+            model.eval()
+            return None
+        if every and done % every == 0 and done < steps:
+            save(done)
     model.eval()
     return logs
 
@@ -101,20 +144,36 @@ def draw(rng: np.random.Generator, n_items: int, size: int, weights: np.ndarray 
 
 def unlearn_steps(model, tok, method, forget_items: list, retain_items: list, p: dict[str, Any],
                   rng: np.random.Generator, n_steps: int, check=None, forget_weights: np.ndarray | None = None,
-                  log_prefix: dict | None = None) -> tuple[list[dict], int]:
+                  log_prefix: dict | None = None, *, ckpt_dir: str | Path | None = None, key: str = "",
+                  stop_after: int | None = None) -> tuple[list[dict], int] | None:
     """Run up to n_steps of method.loss; `check(step) -> (stop: bool, info)` every p['check_every'].
 
-    Returns (log, steps_done)."""
+    With `ckpt_dir`: a resumable checkpoint every `p['checkpoint_every']` steps (at a greedy check, so
+    the stopping rule sees the same states), resumed by a rerun of the same job (`key`). `stop_after`
+    (tests) checkpoints after that many steps and returns None. Returns (log, steps_done)."""
     import torch
 
-    acc = _accelerator()
+    from paperflow.core.checkpoint import save_training_state
+
     opt = torch.optim.AdamW([q for q in model.parameters() if q.requires_grad], lr=p["lr"], weight_decay=0.0)
+    logs: list[dict] = []
+    start = 0
+    got = _resume(ckpt_dir, key, model=model, optimizer=opt, np_rng=rng)
+    if got is not None:
+        start, logs = got["step"], got["extra"]["log"]
+    acc = _accelerator()
     model, opt = acc.prepare(model, opt)
     place_ref(method, model)
-    logs: list[dict] = []
-    done = 0
+    every = int(p.get("checkpoint_every") or 0)
+
+    def save(step: int) -> None:
+        if ckpt_dir is not None:
+            save_training_state(ckpt_dir, model=model, optimizer=opt, step=step, np_rng=rng,
+                                extra={"job": key, "log": logs})
+
+    done = start
     model.train()
-    for step in progress(range(1, n_steps + 1), "unlearn"):
+    for step in progress(range(start + 1, n_steps + 1), "unlearn"):
         fi = draw(rng, len(forget_items), p["batch_forget"], forget_weights)
         ri = draw(rng, len(retain_items), p["batch_retain"])
         dev = model_device(model)
@@ -136,6 +195,12 @@ def unlearn_steps(model, tok, method, forget_items: list, retain_items: list, p:
                 break
         elif step % 10 == 0:
             logs.append(rec)
+        if stop_after is not None and step - start >= stop_after and step < n_steps:
+            save(step)
+            model.eval()
+            return None
+        if every and step % every == 0 and step < n_steps:
+            save(step)
     model.eval()
     return logs, done
 

@@ -1,7 +1,8 @@
 """RMU [ou]: steer layer-l hidden states of forget answer tokens to c*u (u a fixed random unit vector,
 seeded), and keep retain hidden states at the reference model's:
 L_f = mean_tokens ||h_l(x,y) - c u||^2 / d;  L_r = mean_tokens ||h_l(x_r) - h_l^ref(x_r)||^2 / d.
-All parameters are updated (the original RMU updates three MLPs around layer l; noted in README)."""
+All parameters are updated (the original RMU updates three MLPs around layer l; noted in README).
+Defaults (open-unlearning) layer 7, c = 2, gamma = alpha = 1 (the tiny config sets layer 2 of 4)."""
 from paperflow.unlearning.methods import METHODS, Method
 
 
@@ -13,6 +14,7 @@ def _hidden(model, batch, layer):
 @METHODS.register("rmu")
 class RMU(Method):
     needs_ref = True
+    defaults = {"layer": 7, "steering_coef": 2.0, "gamma": 1.0, "alpha": 1.0}
 
     def __init__(self, params, ref_model=None):
         super().__init__(params, ref_model)
@@ -23,15 +25,15 @@ class RMU(Method):
         import torch
 
         if self._u is None:
-            g = torch.Generator().manual_seed(int(self.p.get("seed_u", 0)))
+            g = torch.Generator().manual_seed(self.seed_u)
             u = torch.rand(d, generator=g)
             self._u = u / u.norm()
         if device is not None and self._u.device != torch.device(device):
             self._u = self._u.to(device)  # cached there: one copy, not one per step
-        return float(self.p.get("steering_coef") or 2.0) * self._u
+        return float(self.hp["steering_coef"]) * self._u
 
     def forget_loss(self, model, fb):
-        layer = int(self.p.get("layer") or 0)
+        layer = int(self.hp["layer"])
         h = _hidden(model, fb, layer)
         mask = (fb["labels"] != -100).float()
         d = h.shape[-1]
@@ -41,7 +43,7 @@ class RMU(Method):
     def retain_loss(self, model, rb):
         import torch
 
-        layer = int(self.p.get("layer") or 0)
+        layer = int(self.hp["layer"])
         h = _hidden(model, rb, layer)
         with torch.no_grad():
             h_ref = _hidden(self.ref, rb, layer)

@@ -20,6 +20,7 @@ The control (`sample: false`) runs the same R*S steps on gold forget pairs only.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,6 @@ from paperflow.core.registry import Registry
 from paperflow.unlearning.judge import make_judge
 from paperflow.unlearning.model import encode_prompt
 from paperflow.unlearning.sampling import Decoder, sample_shared_prefix
-from paperflow.unlearning.train import unlearn_steps
 
 log = logging.getLogger(__name__)
 PROCEDURES: Registry[Any] = Registry("post-hoc unlearning procedure")
@@ -36,17 +36,29 @@ PROCEDURES: Registry[Any] = Registry("post-hoc unlearning procedure")
 
 @PROCEDURES.register("rule")
 def run_rule(model, tok, method, forget_rows: list[dict], forget_items: list, retain_items: list,
-             p: dict[str, Any], rng: np.random.Generator, sample_seed: int, save_round) -> dict[str, Any]:
-    """Run R rounds; `save_round(r, model, leaks)` persists checkpoint r. Returns logs and leak counts."""
+             p: dict[str, Any], rng: np.random.Generator, sample_seed: int, save_round, *,
+             ckpt_dir: str | Path | None = None, key: str = "", stop_after: int | None = None) -> dict[str, Any] | None:
+    """Run R rounds; `save_round(r, model, leaks)` persists checkpoint r. Returns logs and leak counts.
+
+    With `ckpt_dir`, the state after each round (weights, numpy stream, leak pool, logs) is saved with
+    `core.checkpoint` and a rerun of the same job (`key`) resumes at the next round (each round starts a
+    fresh optimizer, so a round boundary is an exact resume point). `stop_after` (tests: a simulated
+    kill) stops after that many rounds of this call and returns None."""
+    from paperflow.core.checkpoint import save_training_state
+    from paperflow.unlearning.train import _resume, unlearn_steps
+
     dec = Decoder.from_dict({"name": "attack", **p["attack_decoder"]})
     judge = make_judge(p["judge"], **p["judge_kw"])
     prompts = [encode_prompt(tok, r["question"]) for r in forget_rows]
-    leaks: list[dict] = []
-    leak_items: list = []
-    leak_prompt: list[int] = []
-    all_logs: list[dict] = []
-    per_round: list[dict] = []
-    for r in range(1, p["rounds"] + 1):
+    st: dict[str, Any] = {"leaks": [], "leak_items": [], "leak_prompt": [], "log": [], "rounds": []}
+    first = 1
+    got = _resume(ckpt_dir, key, model=model, np_rng=rng)
+    if got is not None:
+        st = got["extra"]["rule"]
+        st["leak_items"] = [(list(ids), int(n)) for ids, n in st["leak_items"]]
+        first = got["step"] + 1
+    leaks, leak_items, leak_prompt = st["leaks"], st["leak_items"], st["leak_prompt"]
+    for r in range(first, p["rounds"] + 1):
         p_hat = np.zeros(len(forget_rows))
         if p["sample"]:
             outs = sample_shared_prefix(model, prompts, p["samples_per_prompt"], dec, p["max_new_tokens"],
@@ -71,10 +83,14 @@ def run_rule(model, tok, method, forget_rows: list[dict], forget_items: list, re
             weights = np.array([w_prompt[j] for j in prompt_of])
         round_log, _ = unlearn_steps(model, tok, method, items, retain_items, p, rng, p["steps_per_round"],
                                      forget_weights=weights, log_prefix={"round": r})
-        all_logs += round_log
+        st["log"] += round_log
         info = {"round": r, "sampled_leak_rate": float(p_hat.mean()) if p["sample"] else None,
                 "leak_pool": len(leak_items)}
-        per_round.append(info)
+        st["rounds"].append(info)
         log.info("RULE round %d: %s", r, info)
         save_round(r, model, [x for x in leaks if x["round"] == r])
-    return {"log": all_logs, "rounds": per_round, "leaks": leaks}
+        if ckpt_dir is not None and r < p["rounds"]:
+            save_training_state(ckpt_dir, model=model, step=r, np_rng=rng, extra={"job": key, "rule": st})
+        if stop_after is not None and r - first + 1 >= stop_after and r < p["rounds"]:
+            return None
+    return {"log": st["log"], "rounds": st["rounds"], "leaks": leaks}
