@@ -67,7 +67,7 @@ def test_ul_report_reports_every_seed(two_seeds, tmp_path, monkeypatch):
     assert npo4["leak_q0"] == rows[("full", "rtn_w4")]["leak_q"]
     assert npo4["bin_agreement_mean_se"]["se"] is not None
     text = cross_body(out)
-    assert "2 unlearning seeds [0, 1]" in text and "±" in text and "(2 seeds)" in text
+    assert "2 unlearning seeds [0, 1], mean ± s.e. over seeds" in text and "(2 seeds)" in text
     verdicts = {c.claim.split(" ")[0]: c for c in cross_claims(out, params["claims"])}
     assert verdicts["RTN-W8"].verdict == "held" and "2 unlearning seeds × 10 forget prompts" in verdicts["RTN-W8"].sample
     assert verdicts["RTN-W4"].verdict == "held"  # +2 and +3 leaking samples on every prompt

@@ -2,9 +2,6 @@
 Llama; cross-study on the unlearning smoke run's models). No workflow run of its own."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -92,16 +89,14 @@ def test_cross_study_outputs(smk_run, cfg):
 @pytest.mark.workflow
 def test_report_by_hand_from_the_config_matches_the_rule(smk_run, cfg, tmp_path):
     """`paperflow quantization report --config` plans the same parameters as the rule's --params."""
+    from paperflow.core.cli import main
     from paperflow.quantization.plan import eval_targets
 
     res = smk_run / "results/quantization"
     evals = [str(smk_run / e) for e in eval_targets(cfg)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "paperflow.cli", "quantization", "report", "--config", str(REPO / "config/test.yaml"),
-           "--results", str(tmp_path), "--evals", *evals, "--sens", str(res / "sens.json"),
-           "--kotms-log", str(smk_run / "models/quantization/kotms_log.json"),
-           "--cross", str(res / "unlearning_leak.json")]
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=smk_run)
-    assert p.returncode == 0, p.stderr[-3000:]
+    argv = ["quantization", "report", "--config", str(REPO / "config/test.yaml"), "--results", str(tmp_path),
+            "--evals", *evals, "--sens", str(res / "sens.json"),
+            "--kotms-log", str(smk_run / "models/quantization/kotms_log.json"), "--cross", str(res / "unlearning_leak.json")]
+    assert main(argv) == 0  # the generated CLI, in process
     assert read_manifest(tmp_path / "metrics.json")["config"] == read_manifest(res / "metrics.json")["config"]
     assert json.loads((tmp_path / "metrics.json").read_text()) == json.loads((res / "metrics.json").read_text())

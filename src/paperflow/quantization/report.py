@@ -218,9 +218,9 @@ def cross_body(cross: dict | None) -> str:
     S = len(cross["seeds"])
     lines = ["", "", f"### Cross-study: unlearning checkpoints after weight-only quantization "
              f"(decoder {cross['decoder']}, judge {cross['judge']}; {S} unlearning seed{'s' if S != 1 else ''} "
-             f"{cross['seeds']}, mean ± s.e. over seeds)", "",
+             f"{cross['seeds']}{': one seed, no s.e.' if S == 1 else ', mean ± s.e. over seeds'})", "",
              "| model | scheme | leak@1 FP → Q | leak@k FP → Q | bin agreement | ρ_k |", "|---|---|---|---|---|---|"]
-    f = lambda xs: "n/a" if xs is None else fmt_mean_se(xs)  # noqa: E731
+    f = lambda xs: "n/a" if xs is None else (f"{xs[0]:.3f}" if S == 1 else fmt_mean_se(xs))  # noqa: E731
     for r in cross["rows"]:
         rho = [x for x in (r.get("recovery") or []) if x is not None]
         lines.append(f"| {r['model']} | {r['scheme']} | {f(r['leak1_fp'])} → {f(r['leak1_q'])} | "
