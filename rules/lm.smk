@@ -1,5 +1,6 @@
 # Shared LM artefacts (src/paperflow/lm). No targets of their own: built when a study asks for them.
 # Paths are stable functions of the config (paperflow.lm.paths; documented in src/paperflow/lm/README.md).
+# lm has no config section: cluster resources come from `quantization.resources.lm_<stage>` (the owning study).
 from paperflow.lm.paths import smollm2_dir, stdlib_corpus_dir
 
 
@@ -12,8 +13,7 @@ rule lm_convert_smollm2:
         "benchmarks/lm/convert_smollm2.tsv"
     threads: 1
     resources:
-        mem_mb=mem_mb(3000),
-        runtime=15,
+        **stage_resources("quantization", "lm_convert_smollm2", mem_mb=3000, runtime=15),
     conda:
         "../envs/lm.yaml"
     shell:
@@ -27,8 +27,7 @@ rule lm_corpus_stdlib:
         "logs/lm/corpus_stdlib.log",
     threads: 1
     resources:
-        mem_mb=mem_mb(1000),
-        runtime=10,
+        **stage_resources("quantization", "lm_corpus_stdlib", mem_mb=1000, runtime=10),
     conda:
         "../envs/lm.yaml"
     shell:

@@ -1,6 +1,7 @@
 # TWLA W1.58A4 post-training quantization (src/paperflow/quantization; spec ../shared/specs/quantization.md).
 # Shared LM artefacts (SmolLM2 checkpoint, stdlib corpus) come from rules/lm.smk.
 from paperflow.quantization import plan as qplan
+from paperflow.unlearning import paths as ul_paths
 
 if "quantization" in ENABLED:
     _Q = config["quantization"]
@@ -9,6 +10,7 @@ if "quantization" in ENABLED:
     _QCORPUS = qplan.corpus_dir(config)
     STUDY_TARGETS["quantization"] = [_QP["metrics"], _QP["figure"], _QP["summary"]]
     STUDY_SUMMARIES["quantization"] = _QP["summary"]
+    _URUN = ul_paths.run_name(config) if qplan.cross_enabled(config) else ""
 
     if _Q["model"]["source"] == "tiny":
 
@@ -55,7 +57,7 @@ if "quantization" in ENABLED:
             model=_QMODEL,
         output:
             rot=_QP["kotms"],
-            log=_QP["kotms"].replace(".safetensors", "_log.json"),
+            log=_QP["kotms_log"],
         params:
             p=as_json(qplan.kotms_params(_Q)),
         log:
@@ -95,8 +97,7 @@ if "quantization" in ENABLED:
 
     rule quantization_weights:
         input:
-            unpack(lambda w: {"model": _QMODEL, "tokens": _QP["tokens"],
-                              **({"kotms": _QP["kotms"]} if qplan.needs_kotms(_Q, w.method) else {})}),
+            unpack(lambda w: qplan.weights_inputs(config, w.method)),
         output:
             directory(_QP["qdir"]),
         params:
@@ -112,13 +113,12 @@ if "quantization" in ENABLED:
         conda:
             "../envs/quantization.yaml"
         shell:
-            "paperflow quantization weights --params {params.p:q} --method {wildcards.method} --seed {wildcards.seed} "
-            "--model {input.model} --tokens {input.tokens} {params.kotms} --out {output} > {log} 2>&1"
+            "paperflow quantization weights --params {params.p:q} --model {input.model} --tokens {input.tokens} "
+            "{params.kotms} --out {output} > {log} 2>&1"
 
     rule quantization_lac:
         input:
-            unpack(lambda w: {"model": _QMODEL, "tokens": _QP["tokens"],
-                              **({"qdir": q[0]} if (q := qplan.qdir_inputs(config, w.method, w.seed)) else {})}),
+            unpack(lambda w: qplan.lac_inputs(config, w.method, w.seed)),
         output:
             _QP["lac"],
         params:
@@ -132,16 +132,16 @@ if "quantization" in ENABLED:
         conda:
             "../envs/quantization.yaml"
         shell:
-            "paperflow quantization lac --params {params.p:q} --method {wildcards.method} --seed {wildcards.seed} "
-            "--model {input.model} {params.qdir} --tokens {input.tokens} --out {output} > {log} 2>&1"
+            "paperflow quantization lac --params {params.p:q} --model {input.model} {params.qdir} "
+            "--tokens {input.tokens} --out {output} > {log} 2>&1"
 
     rule quantization_eval:
         input:
-            unpack(lambda w: qplan.eval_inputs(config, w)),
+            unpack(lambda w: qplan.eval_inputs(config, w.method, w.act, w.seed)),
         output:
             _QP["eval"],
         params:
-            p=lambda w: as_json(qplan.eval_params(_Q, w.method, w.act)),
+            p=lambda w: as_json(qplan.eval_params(_Q, w.method, w.act, int(w.seed))),
             qdir=qplan.opt_flag("qdir", "qdir"),
             lac=qplan.opt_flag("lac", "lac"),
             sens=qplan.opt_flag("sens", "sens"),
@@ -155,18 +155,12 @@ if "quantization" in ENABLED:
         conda:
             "../envs/quantization.yaml"
         shell:
-            "paperflow quantization eval --params {params.p:q} --method {wildcards.method} --act {wildcards.act} "
-            "--model {input.model} {params.qdir} --tokens {input.tokens} {params.lac} {params.sens} "
-            "--out {output} > {log} 2>&1"
+            "paperflow quantization eval --params {params.p:q} --model {input.model} {params.qdir} "
+            "--tokens {input.tokens} {params.lac} {params.sens} --out {output} > {log} 2>&1"
 
     rule quantization_report:
         input:
-            evals=qplan.eval_targets(config),
-            sens=[_QP["sens"]] if any(qplan.split_run(r)[1] in qplan.MP_ACTS for r in _Q["runs"]) else [],
-            kotms_log=[_QP["kotms"].replace(".safetensors", "_log.json")]
-            if any(qplan.needs_kotms(_Q, qplan.split_run(r)[0]) for r in _Q["runs"]) else [],
-            cross=[f"{RESULTS}/quantization/unlearning_leak.json"]
-            if _Q["cross_unlearning"]["enabled"] and "unlearning" in ENABLED else [],
+            **qplan.report_inputs(config),
         output:
             metrics=_QP["metrics"],
             figure=report(_QP["figure"], category="quantization", subcategory="perplexity",
@@ -190,28 +184,21 @@ if "quantization" in ENABLED:
             "{params.sens} {params.klog} {params.cross} > {log} 2>&1"
 
     # ---------------------------------------------------------------- cross-study: unlearning checkpoints
-    # Consumes only the unlearning study's documented outputs (src/paperflow/unlearning/README.md).
-    if _Q["cross_unlearning"]["enabled"] and "unlearning" in ENABLED:
-        from paperflow.unlearning import plan as _ulp
-
-        _XU = _Q["cross_unlearning"]
-        _UCFG = config["unlearning"]
-        _URUN = _UCFG["run_name"]
-        _U_DATA = f"{config['data_dir']}/unlearning/{_URUN}/tofu"
-        _U_MODELS = f"{config['models_dir']}/unlearning/{_URUN}"
-        _U_METRICS = f"{RESULTS}/unlearning/{_URUN}/metrics"
-        _XQ = f"{config['models_dir']}/quantization/unlearning/{_URUN}/seed{{useed}}/{{umodel}}__{{scheme}}"
-        _XE = f"{RESULTS}/quantization/unlearning/{_URUN}/seed{{useed}}/{{umodel}}__{{scheme}}/metrics.json"
-        _XKEYS = [(s, m, sc) for s in _XU["seeds"] for m in _XU["models"] for sc in _XU["schemes"]]
-        _XOUT = [f"{RESULTS}/quantization/unlearning_leak.json", f"{RESULTS}/quantization/unlearning_leak.png"]
-        STUDY_TARGETS["quantization"] += _XOUT
+    # Reads only the unlearning study's output files, located through paperflow.unlearning.paths, and
+    # runs its public CLI stage `paperflow unlearning evaluate` (from the ul-eval stage).
+    if qplan.cross_enabled(config):
+        _XQ = _QP["ul_qdir"].replace("{run}", _URUN)
+        _XE = _QP["ul_eval"].replace("{run}", _URUN)
+        _XR = qplan.ul_report_inputs(config)
+        STUDY_TARGETS["quantization"] += [_QP["ul_json"], _QP["ul_figure"]]
 
         rule quantization_ul_quantize:
             input:
-                model=lambda w: qplan.unlearning_model_dir(config, w.umodel, w.useed),
-                original=lambda w: qplan.unlearning_model_dir(config, "full", w.useed),
+                unpack(lambda w: qplan.ul_quantize_inputs(config, w.umodel, w.useed)),
             output:
                 directory(_XQ),
+            params:
+                p=lambda w: as_json(qplan.ul_quantize_params(_Q, w.scheme)),
             log:
                 "logs/quantization/ul_quantize/seed{useed}_{umodel}__{scheme}.log",
             threads: 1
@@ -220,21 +207,17 @@ if "quantization" in ENABLED:
             conda:
                 "../envs/quantization.yaml"
             shell:
-                "paperflow quantization ul-quantize --model {input.model} --original {input.original} "
-                "--scheme {wildcards.scheme} --out {output} > {log} 2>&1"
+                "paperflow quantization ul-quantize --params {params.p:q} --model {input.model} "
+                "--original {input.original} --out {output} > {log} 2>&1"
 
         rule quantization_ul_eval:
             input:
-                model=_XQ,
-                data=_U_DATA,
-                tok=lambda w: [f"{_U_MODELS}/tokenizer"] if _UCFG["model"]["kind"] == "tiny" else [],
+                unpack(lambda w: qplan.ul_eval_inputs(config, w.umodel, w.scheme, w.useed)),
             output:
                 _XE,
             params:
-                p=lambda w: as_json({"sample": _ulp.sample_params(_UCFG, f"{w.umodel}__{w.scheme}", int(w.useed)),
-                                     "judge": _ulp.judge_params(_UCFG)}),
-                tok=lambda w, input: f"--tokenizer {input.tok}" if input.tok else "",
-                out=lambda w, output: str(Path(output[0]).parent),
+                p=lambda w: as_json(qplan.ul_eval_params(_Q, w.umodel, w.scheme, int(w.useed))),
+                tok=qplan.opt_flag("tokenizer", "tokenizer"),
             log:
                 "logs/quantization/ul_eval/seed{useed}_{umodel}__{scheme}.log",
             threads: 1
@@ -243,23 +226,19 @@ if "quantization" in ENABLED:
             conda:
                 "../envs/unlearning.yaml"
             shell:
-                "paperflow unlearning evaluate --params {params.p:q} --data {input.data} --model {input.model} "
-                "{params.tok} --seed {wildcards.useed} --out-dir {params.out} > {log} 2>&1"
+                "paperflow quantization ul-eval --params {params.p:q} --model {input.model} --data {input.data} "
+                "--ref-samples {input.ref_samples} --ref-metrics {input.ref_metrics} {params.tok} "
+                "--out {output} > {log} 2>&1"
 
         rule quantization_ul_report:
             input:
-                before=[f"{_U_METRICS}/seed{s}/{m}.json" for s in _XU["seeds"] for m in _XU["models"]],
-                after=[_XE.format(useed=s, umodel=m, scheme=sc) for s, m, sc in _XKEYS],
-                qdirs=[_XQ.format(useed=s, umodel=m, scheme=sc) for s, m, sc in _XKEYS],
+                **_XR,
             output:
-                json=_XOUT[0],
-                png=report(_XOUT[1], category="quantization", subcategory="unlearning checkpoints: leak@k",
+                json=_QP["ul_json"],
+                png=report(_QP["ul_figure"], category="quantization", subcategory="unlearning checkpoints: leak@k",
                            caption="../workflow/report/quantization.rst"),
             params:
-                p=as_json({"decoder": _UCFG["eval"]["headline_decoder"], "judge": _UCFG["eval"]["headline_judge"]}),
-                before=" ".join(f"{m}={_U_METRICS}/seed{s}/{m}.json" for s in _XU["seeds"][:1] for m in _XU["models"]),
-                after=" ".join(f"{m}__{sc}={_XE.format(useed=s, umodel=m, scheme=sc)}" for s, m, sc in _XKEYS if s == _XU["seeds"][0]),
-                qdirs=" ".join(f"{m}__{sc}={_XQ.format(useed=s, umodel=m, scheme=sc)}" for s, m, sc in _XKEYS if s == _XU["seeds"][0]),
+                p=as_json(qplan.ul_report_params(_Q)),
             log:
                 "logs/quantization/ul_report.log",
             threads: 1
@@ -268,5 +247,5 @@ if "quantization" in ENABLED:
             conda:
                 "../envs/quantization.yaml"
             shell:
-                "paperflow quantization ul-report --params {params.p:q} --before {params.before} --after {params.after} "
-                "--qdirs {params.qdirs} --out {output.json} --figure {output.png} > {log} 2>&1"
+                "paperflow quantization ul-report --params {params.p:q} --before {input.before} "
+                "--after {input.after} --qdirs {input.qdirs} --out {output.json} --figure {output.png} > {log} 2>&1"

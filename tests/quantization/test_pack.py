@@ -86,3 +86,32 @@ def test_saved_model_rebuilds_exactly_and_bpw_matches_formula(tiny_llama, tmp_pa
         nw += m * n
     assert mem["bpw_linear"] == pytest.approx(bits / nw)
     assert json.loads((tmp_path / "q" / "memory.json").read_text())["n_linear_weights"] == nw
+
+
+def test_memory_json_reports_the_file_as_stored(tiny_llama, tmp_path):
+    """memory.json counts the bytes actually written: FP params (embeddings, norms) are stored in fp32,
+    and the whole-model figure is the file's own size, not an fp16 estimate."""
+    from safetensors.torch import load_file
+
+    from paperflow.quantization.qmodel import qlinears
+    from paperflow.quantization.store import save_quantized
+
+    base = tmp_path / "base"
+    tiny_llama.config.save_pretrained(base)
+    records = {}
+    for name, lin in qlinears(tiny_llama).items():
+        records[name] = rtn_ternary(lin.weight)
+        lin.weight = records[name].dequant()
+    mem = save_quantized(tmp_path / "q", tiny_llama, records, base, "rtn_ternary")
+    f = tmp_path / "q" / "quantized.safetensors"
+    stored = load_file(str(f))
+    nbytes = {k: v.numel() * v.element_size() for k, v in stored.items()}
+    assert mem["file_bytes"] == f.stat().st_size
+    assert mem["tensor_bytes"] == sum(nbytes.values()) < mem["file_bytes"]  # + the safetensors header
+    fp = {k: v for k, v in stored.items() if k.startswith("fp.")}
+    assert {str(v.dtype) for v in fp.values()} == {"torch.float32"} and mem["fp_other_dtypes"] == ["float32"]
+    assert mem["bytes"]["fp_other"] == sum(nbytes[k] for k in fp) == 4 * mem["n_other_params"]
+    assert mem["bytes"]["codes"] == sum(n for k, n in nbytes.items() if k.endswith(".codes"))
+    n_all = mem["n_linear_weights"] + mem["n_other_params"]
+    assert mem["bpw_model"] == pytest.approx(8 * f.stat().st_size / n_all)
+    assert json.loads((tmp_path / "q" / "memory.json").read_text()) == json.loads(json.dumps(mem))

@@ -13,21 +13,29 @@ from paperflow.quantization.qmodel import decoder_layers, model_device
 
 
 @torch.no_grad()
-def mean_nll(model, windows: torch.Tensor, batch: int = 8) -> float:
+def mean_nll(model, windows: torch.Tensor, batch: int = 8, per_window: list[float] | None = None) -> float:
+    """Mean next-token NLL over all windows; with `per_window`, also append each window's own mean NLL
+    (the paired unit of the report's claims; the overall mean is computed exactly as without it)."""
     tot, cnt = 0.0, 0
     dev = model_device(model)
     for s in range(0, windows.shape[0], batch):
         ids = windows[s:s + batch].to(dev)
         logits = model(ids, use_cache=False).logits[:, :-1].to(torch.float64)
-        nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="sum")
+        flat_logits, flat_ids = logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1)
+        nll = F.cross_entropy(flat_logits, flat_ids, reduction="sum")
         tot += float(nll)
         cnt += ids[:, 1:].numel()
+        if per_window is not None:
+            tok = F.cross_entropy(flat_logits, flat_ids, reduction="none").reshape(ids.shape[0], -1)
+            per_window.extend(float(v) for v in tok.mean(dim=1).cpu())
     return tot / cnt
 
 
 def perplexity(model, windows: torch.Tensor, batch: int = 8) -> dict:
-    nll = mean_nll(model, windows, batch)
-    return {"nll": nll, "ppl": math.exp(nll), "tokens": int(windows[:, 1:].numel()), "windows": int(windows.shape[0])}
+    per: list[float] = []
+    nll = mean_nll(model, windows, batch, per)
+    return {"nll": nll, "ppl": math.exp(nll), "tokens": int(windows[:, 1:].numel()), "windows": int(windows.shape[0]),
+            "window_nll": per}
 
 
 @torch.no_grad()

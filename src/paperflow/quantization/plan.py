@@ -1,5 +1,11 @@
-"""Paths and job parameters: pure functions of the validated config, used by the rules and by the
-CLI (`--config`), so a changed parameter reruns exactly the jobs that depend on it."""
+"""Paths and job parameters: pure functions of the validated config, used by the rules (`--params`)
+and by the generated CLI (`--config` + the plan function's coordinates, e.g. `--method --seed`), so a
+changed parameter reruns exactly the jobs that depend on it.
+
+Facts about a weight method (its options and defaults, whether it needs KOTMS, whether it writes a
+packed model) live in its file under `methods/`; facts about an activation setting live in `ACTS`.
+The unlearning study's outputs are located only through `paperflow.unlearning.paths`.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +13,25 @@ from collections.abc import Mapping
 from typing import Any
 
 from paperflow.lm.paths import smollm2_dir, stdlib_corpus_dir
+from paperflow.quantization import methods
+from paperflow.unlearning import paths as ul_paths
 
-ACTS = ("a16", "a8", "a4", "a4lac", "a4mp", "a6mp", "a4mp_beta0")
-LAC_ACTS = {"a4lac", "a4mp", "a6mp", "a4mp_beta0"}
-MP_ACTS = {"a4mp": 4, "a6mp": 6, "a4mp_beta0": 4}
+# Activation settings (`runs: [<method>/<act>]`): `bits` = uniform per-token bit-width, `avg_bits` =
+# ILA-AMP mixed precision with that average budget, `lac` = LAC clips (else the default clip),
+# `beta` overrides ilaamp.beta (the β = 0 ablation).
+ACTS: dict[str, dict[str, Any]] = {
+    "a16": {"bits": 16, "lac": False},
+    "a8": {"bits": 8, "lac": False},
+    "a4": {"bits": 4, "lac": False},
+    "a4lac": {"bits": 4, "lac": True},
+    "a4mp": {"avg_bits": 4, "lac": True},
+    "a6mp": {"avg_bits": 6, "lac": True},
+    "a4mp_beta0": {"avg_bits": 4, "lac": True, "beta": 0.0},
+}
+
+
+def is_mp(act: str) -> bool:
+    return "avg_bits" in ACTS[act]
 
 
 # ------------------------------------------------------------------ paths
@@ -40,6 +61,7 @@ def paths(config: Mapping[str, Any]) -> dict[str, str]:
     return {
         "tokens": f"{config['data_dir']}/quantization/tokens.safetensors",
         "kotms": f"{mod}/kotms.safetensors",
+        "kotms_log": f"{mod}/kotms_log.json",
         "sens": f"{res}/sens.json",
         "qdir": mod + "/s{seed}/{method}",
         "lac": res + "/s{seed}/lac/{method}.json",
@@ -47,6 +69,11 @@ def paths(config: Mapping[str, Any]) -> dict[str, str]:
         "metrics": f"{res}/metrics.json",
         "figure": f"{res}/ppl.png",
         "summary": f"{res}/summary.md",
+        # cross-study (unlearning checkpoints)
+        "ul_qdir": f"{mod}/unlearning/{{run}}/seed{{useed}}/{{umodel}}__{{scheme}}",
+        "ul_eval": f"{res}/unlearning/{{run}}/seed{{useed}}/{{umodel}}__{{scheme}}/metrics.json",
+        "ul_json": f"{res}/unlearning_leak.json",
+        "ul_figure": f"{res}/unlearning_leak.png",
     }
 
 
@@ -56,8 +83,15 @@ def split_run(run: str) -> tuple[str, str]:
 
 
 def needs_kotms(q: Mapping[str, Any], method: str) -> bool:
-    m = q["methods"][method]
-    return m["quantizer"] == "twla" or (m["quantizer"] == "rotation_only" and m.get("rotation") == "kotms")
+    return methods.needs_kotms(q["methods"][method])
+
+
+def any_needs_kotms(q: Mapping[str, Any]) -> bool:
+    return any(needs_kotms(q, split_run(r)[0]) for r in q["runs"])
+
+
+def any_mp(q: Mapping[str, Any]) -> bool:
+    return any(is_mp(split_run(r)[1]) for r in q["runs"])
 
 
 def eval_targets(config: Mapping[str, Any]) -> list[str]:
@@ -99,60 +133,133 @@ def sens_params(q: Mapping[str, Any]) -> dict:
 
 
 def weights_params(q: Mapping[str, Any], method: str, seed: int) -> dict:
-    return {"method": method, "options": dict(q["methods"][method]), "e2m": dict(q["e2m"]), "data": _windows(q),
-            "batch": q["data"]["batch"], "seed": int(seed)}
+    return {"method": method, "options": methods.resolve(q["methods"][method]), "e2m": dict(q["e2m"]),
+            "data": _windows(q), "batch": q["data"]["batch"], "seed": int(seed)}
 
 
 def lac_params(q: Mapping[str, Any], seed: int) -> dict:
     return {"bits": q["ilaamp"]["bits"], "grid": q["act"]["lac_grid"], "data": _windows(q), "seed": int(seed)}
 
 
-def eval_params(q: Mapping[str, Any], method: str, act: str) -> dict:
-    p = {"method": method, "act": act, "clip": q["act"]["default_clip"], "data": _windows(q)}
-    if act in MP_ACTS:
-        p["ilaamp"] = {"bits": q["ilaamp"]["bits"], "avg_bits": MP_ACTS[act],
-                       "beta": 0.0 if act == "a4mp_beta0" else q["ilaamp"]["beta"]}
+def eval_params(q: Mapping[str, Any], method: str, act: str, seed: int) -> dict:
+    a = ACTS[act]
+    p = {"method": method, "act": act, "seed": int(seed), "clip": q["act"]["default_clip"], "data": _windows(q),
+         "bits": a.get("bits"), "lac": a["lac"]}
+    if is_mp(act):
+        p["ilaamp"] = {"bits": q["ilaamp"]["bits"], "avg_bits": a["avg_bits"],
+                       "beta": a.get("beta", q["ilaamp"]["beta"])}
     if q["zeroshot"]["enabled"]:
         p["zeroshot"] = {k: v for k, v in q["zeroshot"].items() if k != "enabled"}
     return p
 
 
 def report_params(q: Mapping[str, Any]) -> dict:
-    return {"seeds": q["seeds"], "runs": q["runs"], "methods": q["methods"], "model": q["model"],
-            "corpus": q["corpus"], "data": _windows(q), "kotms": q["kotms"], "e2m": q["e2m"]}
+    return {"seeds": q["seeds"], "runs": q["runs"], "methods": {k: methods.resolve(v) for k, v in q["methods"].items()},
+            "model": q["model"], "corpus": q["corpus"], "data": _windows(q), "kotms": q["kotms"], "e2m": q["e2m"],
+            "claims": q["claims"]}
 
 
 # ------------------------------------------------------------------ rule input helpers
-# (kept here, not in rules/quantization.smk, so the Snakefile stays lint-clean: rules only)
+# (kept here, not in rules/quantization.smk, so the rules file stays rules only)
 def qdir_inputs(config: Mapping[str, Any], method: str, seed: Any) -> list[str]:
-    """The packed-model directory a (method, seed) evaluation needs ([] for the FP model)."""
-    q = config["quantization"]
-    if q["methods"][method]["quantizer"] == "fp":
+    """The packed-model directory a (method, seed) evaluation needs ([] when the method packs nothing)."""
+    if not methods.packs(config["quantization"]["methods"][method]):
         return []
     return [paths(config)["qdir"].format(seed=seed, method=method)]
 
 
-def eval_inputs(config: Mapping[str, Any], w: Any) -> dict[str, str]:
+def weights_inputs(config: Mapping[str, Any], method: str) -> dict[str, str]:
     p = paths(config)
-    ins = {"tokens": p["tokens"], "model": model_dir(config)}
-    q = qdir_inputs(config, w.method, w.seed)
+    ins = {"model": model_dir(config), "tokens": p["tokens"]}
+    if needs_kotms(config["quantization"], method):
+        ins["kotms"] = p["kotms"]
+    return ins
+
+
+def lac_inputs(config: Mapping[str, Any], method: str, seed: Any) -> dict[str, str]:
+    ins = {"model": model_dir(config), "tokens": paths(config)["tokens"]}
+    q = qdir_inputs(config, method, seed)
     if q:
         ins["qdir"] = q[0]
-    if w.act in LAC_ACTS:
-        ins["lac"] = p["lac"].format(seed=w.seed, method=w.method)
-    if w.act in MP_ACTS:
+    return ins
+
+
+def eval_inputs(config: Mapping[str, Any], method: str, act: str, seed: Any) -> dict[str, str]:
+    p = paths(config)
+    ins = lac_inputs(config, method, seed)
+    if ACTS[act]["lac"]:
+        ins["lac"] = p["lac"].format(seed=seed, method=method)
+    if is_mp(act):
         ins["sens"] = p["sens"]
     return ins
 
 
+def report_inputs(config: Mapping[str, Any]) -> dict[str, list[str]]:
+    q = config["quantization"]
+    p = paths(config)
+    return {"evals": eval_targets(config), "sens": [p["sens"]] if any_mp(q) else [],
+            "kotms_log": [p["kotms_log"]] if any_needs_kotms(q) else [],
+            "cross": [p["ul_json"]] if cross_enabled(config) else []}
+
+
 def opt_flag(flag: str, key: str):
     """A params function giving `--flag <input[key]>` when that input exists, else ''."""
-    return lambda w, input: f"--{flag} {input[key]}" if key in input.keys() else ""
+    return lambda w, input: f"--{flag} {input[key]}" if key in input.keys() and input[key] else ""
 
 
-def unlearning_model_dir(config: Mapping[str, Any], model: str, seed: Any) -> str:
-    """An unlearning checkpoint dir, as documented in src/paperflow/unlearning/README.md."""
-    from paperflow.unlearning import plan as ulp
+# ------------------------------------------------------------------ cross-study: unlearning checkpoints
+def cross_enabled(config: Mapping[str, Any]) -> bool:
+    u = config.get("unlearning") or {}
+    return bool(config["quantization"]["cross_unlearning"]["enabled"] and u.get("enabled"))
 
-    u = config["unlearning"]
-    return f"{config['models_dir']}/unlearning/{u['run_name']}/seed{ulp.model_seed(u, model, int(seed))}/{model}"
+
+def cross_keys(q: Mapping[str, Any]) -> list[tuple[int, str, str]]:
+    """(unlearning seed, model, scheme) of every quantized unlearning checkpoint, in report order."""
+    x = q["cross_unlearning"]
+    return [(int(s), m, sc) for s in x["seeds"] for m in x["models"] for sc in x["schemes"]]
+
+
+def cross_paths(config: Mapping[str, Any], useed: Any, umodel: str, scheme: str) -> dict[str, str]:
+    p = paths(config)
+    kw = {"run": ul_paths.run_name(config), "useed": useed, "umodel": umodel, "scheme": scheme}
+    return {"qdir": p["ul_qdir"].format(**kw), "eval": p["ul_eval"].format(**kw)}
+
+
+def ul_quantize_inputs(config: Mapping[str, Any], umodel: str, useed: Any) -> dict[str, str]:
+    return {"model": ul_paths.model_dir(config, umodel, int(useed)),
+            "original": ul_paths.model_dir(config, "full", int(useed))}
+
+
+def ul_eval_inputs(config: Mapping[str, Any], umodel: str, scheme: str, useed: Any) -> dict[str, str]:
+    """The quantized checkpoint, the unlearning data, and the unlearning pipeline's own samples and
+    judged metrics of the same (model, seed): their manifests give the sampling and judging parameters,
+    so the quantized model is evaluated exactly as its FP version was."""
+    ins = {"model": cross_paths(config, useed, umodel, scheme)["qdir"], "data": ul_paths.data_dir(config),
+           "ref_samples": ul_paths.samples_path(config, umodel, int(useed)),
+           "ref_metrics": ul_paths.metrics_path(config, umodel, int(useed))}
+    tok = ul_paths.tokenizer_dir(config)
+    if tok:
+        ins["tokenizer"] = tok
+    return ins
+
+
+def ul_report_inputs(config: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Per key of `cross_keys` (same order): FP metrics (unlearning pipeline), quantized metrics, qdir."""
+    keys = cross_keys(config["quantization"])
+    return {"before": [ul_paths.metrics_path(config, m, s) for s, m, _ in keys],
+            "after": [cross_paths(config, s, m, sc)["eval"] for s, m, sc in keys],
+            "qdirs": [cross_paths(config, s, m, sc)["qdir"] for s, m, sc in keys]}
+
+
+def ul_quantize_params(q: Mapping[str, Any], scheme: str) -> dict:
+    return {"scheme": scheme}
+
+
+def ul_eval_params(q: Mapping[str, Any], umodel: str, scheme: str, useed: int) -> dict:
+    return {"model": umodel, "scheme": scheme, "seed": int(useed)}
+
+
+def ul_report_params(q: Mapping[str, Any]) -> dict:
+    x = q["cross_unlearning"]
+    return {"keys": [list(k) for k in cross_keys(q)], "decoder": x["decoder"], "judge": x["judge"],
+            "claims": {k: q["claims"][k] for k in ("ul_w8_unchanged", "ul_w4_recovers")}}

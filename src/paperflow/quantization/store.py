@@ -11,7 +11,7 @@ Layout of a quantized model dir:
                                     <linear>.rot_l/.rot_r fp32 [l,l], [r,r]     Kronecker input rotation
                                     <linear>.bias         fp32 (if any)
   quant.json                        format version, method, per-linear kind/shape/block/(l, r)
-  memory.json                       bytes per component, true bits/weight (spec §7)
+  memory.json                       bytes per component as written, file size, true bits/weight (spec §7)
 """
 
 from __future__ import annotations
@@ -63,37 +63,46 @@ def save_quantized(out_dir: str | Path, model, records: dict, base_dir: str | Pa
             tensors[f"{name}.codes"] = pack_ternary(rec.t.cpu())
             tensors[f"{name}.mu"] = rec.mu.cpu().to(torch.float16).contiguous()
             tensors[f"{name}.alpha"] = rec.alpha.cpu().to(torch.float16).contiguous()
-            comp["codes"] += tensors[f"{name}.codes"].numel()
-            comp["params"] += 2 * (tensors[f"{name}.mu"].numel() + tensors[f"{name}.alpha"].numel())
+            comp["codes"] += _nbytes(tensors[f"{name}.codes"])
+            comp["params"] += _nbytes(tensors[f"{name}.mu"]) + _nbytes(tensors[f"{name}.alpha"])
         elif isinstance(rec, Int4Layer):
             info.update(kind="int4")
             tensors[f"{name}.q4"] = pack_int4(rec.q.cpu())
             tensors[f"{name}.scale"] = rec.scale.cpu().to(torch.float16).contiguous()
-            comp["codes"] += tensors[f"{name}.q4"].numel()
-            comp["params"] += 2 * tensors[f"{name}.scale"].numel()
+            comp["codes"] += _nbytes(tensors[f"{name}.q4"])
+            comp["params"] += _nbytes(tensors[f"{name}.scale"])
         else:
             info.update(kind="fp")
             tensors[f"{name}.weight"] = lin.weight.detach().cpu().contiguous()
-            comp["fp_linear"] += 4 * m * n
+            comp["fp_linear"] += _nbytes(tensors[f"{name}.weight"])
         if lin.C is not None:
             tensors[f"{name}.rot_l"] = lin.C.cpu().contiguous()
             tensors[f"{name}.rot_r"] = lin.B.cpu().contiguous()
             info["l"], info["r"] = lin.C.shape[0], lin.B.shape[0]
-            comp["rotations"] += 4 * (lin.C.numel() + lin.B.numel())
+            comp["rotations"] += _nbytes(tensors[f"{name}.rot_l"]) + _nbytes(tensors[f"{name}.rot_r"])
         if lin.bias is not None:
             tensors[f"{name}.bias"] = lin.bias.cpu().contiguous()
-            comp["bias"] += 4 * lin.bias.numel()
+            comp["bias"] += _nbytes(tensors[f"{name}.bias"])
         layers[name] = info
     save_file(tensors, str(out / "quantized.safetensors"), metadata={"format": "paperflow-quant", "version": str(FORMAT_VERSION)})
+    file_bytes = (out / "quantized.safetensors").stat().st_size
     meta = {"format_version": FORMAT_VERSION, "method": method, "base_model": str(base_dir), "layers": layers}
     (out / "quant.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
-    mem = memory_report(tensors, comp, n_lin, records)
+    mem = memory_report(tensors, comp, n_lin, records, file_bytes)
     (out / "memory.json").write_text(json.dumps(mem, indent=1, sort_keys=True) + "\n")
     return mem
 
 
-def memory_report(tensors: dict, comp: dict, n_lin: int, records: dict) -> dict:
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def memory_report(tensors: dict, comp: dict, n_lin: int, records: dict, file_bytes: int) -> dict:
+    """memory.json: bytes per component *as written* (each tensor's dtype in the file), the file's size
+    (tensors + safetensors header), true bits/weight of the linears and of the whole stored file, and
+    the unquantized model's fp32/fp16 sizes for reference."""
     fp_params = sum(v.numel() for k, v in tensors.items() if k.startswith("fp."))
+    fp_bytes = sum(_nbytes(v) for k, v in tensors.items() if k.startswith("fp."))
     lin_bytes = comp["codes"] + comp["params"] + comp["rotations"] + comp["fp_linear"] + comp["bias"]
     total_params = fp_params + n_lin
     ter = [r for r in records.values() if isinstance(r, TernaryLayer)]
@@ -105,15 +114,18 @@ def memory_report(tensors: dict, comp: dict, n_lin: int, records: dict) -> dict:
         p = counts / counts.sum()
         ent = float(-(p[p > 0] * p[p > 0].log2()).sum())
     out = {
-        "bytes": {**comp, "fp_other_fp32": 4 * fp_params},
+        "bytes": {**comp, "fp_other": fp_bytes},
+        "fp_other_dtypes": sorted({str(v.dtype).removeprefix("torch.") for k, v in tensors.items() if k.startswith("fp.")}),
         "n_linear_weights": n_lin,
         "n_other_params": fp_params,
         "bpw_linear": 8 * lin_bytes / n_lin,
         "bpw_linear_label": "codes + fp16 params + rotations (+ fp linears, bias) / linear weights",
+        "tensor_bytes": lin_bytes + fp_bytes,
+        "file_bytes": file_bytes,
+        "bpw_model": 8 * file_bytes / total_params,
+        "bpw_model_label": "quantized.safetensors as written (incl. header, FP params as stored) / all parameters",
         "total_bytes_fp32": 4 * total_params,
         "total_bytes_fp16": 2 * total_params,
-        "total_bytes_packed_other_fp16": lin_bytes + 2 * fp_params,
-        "bpw_model_other_fp16": 8 * (lin_bytes + 2 * fp_params) / total_params,
     }
     if ter:
         n_ter = sum(r.t.numel() for r in ter)

@@ -2,20 +2,27 @@
 error-compensation loop on rotated calibration inputs, layer by layer ("lite" grouping).
 Ablations through options: stage2=false (E2M stage 1 only), gptq=false (no error feedback)."""
 
-from paperflow.quantization.calibrate import sequential_quantize
-from paperflow.quantization.e2m import e2m_gptq
-from paperflow.quantization.methods import METHODS
-from paperflow.quantization.qmodel import qlinears
+from dataclasses import dataclass
+
+from paperflow.quantization.methods import METHODS, Method
 
 
-@METHODS.register("twla")
+@dataclass(frozen=True)
+class Options:
+    stage2: bool = True  # E2M stage 2 (false: the stage-1-only ablation)
+    gptq: bool = True  # GPTQ error feedback (false: the no-feedback ablation)
+
+
 def quantize(model, ctx):
+    from paperflow.quantization.calibrate import sequential_quantize
+    from paperflow.quantization.e2m import e2m_gptq
+    from paperflow.quantization.qmodel import qlinears
+
     for name, lin in qlinears(model).items():
         C, B = ctx.kotms[name]
         lin.set_rotation(C, B)
     e2m = ctx.params["e2m"]
-    stage2 = ctx.options.get("stage2", True)
-    gptq = ctx.options.get("gptq", True)
+    stage2, gptq = ctx.options["stage2"], ctx.options["gptq"]
     records = {}
     per_layer = ctx.log.setdefault("ternarize", {})
 
@@ -29,3 +36,6 @@ def quantize(model, ctx):
 
     sequential_quantize(model, ctx.calib, ctx.params["batch"], q)
     return records
+
+
+METHODS.register("twla")(Method(quantize, Options, needs_kotms=lambda o: True))
