@@ -102,11 +102,7 @@ def discover() -> dict[str, StudyModule]:
     for mod in pkgutil.iter_modules(paperflow.__path__):
         if not mod.ispkg or mod.name in NON_STUDY_PACKAGES:
             continue
-        pkg_dir = Path(paperflow.__path__[0]) / mod.name
-        stages_file = pkg_dir / "stages.py"
-        if (pkg_dir / "cli.py").exists():  # LEGACY: a study not yet on stages.py
-            studies.update(_legacy_discover(mod.name))
-            continue
+        stages_file = Path(paperflow.__path__[0]) / mod.name / "stages.py"
         if not stages_file.exists():
             continue
         name, help_ = _peek(stages_file, mod.name)
@@ -318,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "studies":
         for name, st in sorted(studies.items()):
             print(f"{name}: {st.help}")
-            for stage_name, info in (st.stages.items() if isinstance(st, LegacyStudy) else st.stages().items()):
+            for stage_name, info in (st.stages().items()):
                 print(f"  {stage_name:<18} {info.help}")
         return 0
     if args.cmd == "config":
@@ -334,8 +330,6 @@ def main(argv: list[str] | None = None) -> int:
         print(yaml.safe_dump(cfg, sort_keys=False))
         return 0
     st = studies[args.cmd]
-    if isinstance(st, LegacyStudy):
-        return _legacy_run(st, args.stage_argv)
     stages = st.stages()
     sp = argparse.ArgumentParser(prog=f"paperflow {st.name}", description=st.help)
     ssub = sp.add_subparsers(dest="stage", metavar="STAGE", required=True)
@@ -346,77 +340,3 @@ def main(argv: list[str] | None = None) -> int:
     run_stage(st.name, stages[ns.stage], ns)
     return 0
 
-
-# ---- LEGACY (argparse-closure studies; removed once every study is on stages.py) ----------------------
-
-@dataclass
-class StageSpec:
-    help: str
-    add_args: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace], None]
-
-
-@dataclasses.dataclass
-class LegacyStudy:
-    name: str
-    help: str
-    stages: dict[str, StageSpec] = dataclasses.field(default_factory=dict)
-
-    def stage(self, name: str, help: str) -> Callable[[Callable], Callable]:
-        def deco(add_args: Callable) -> Callable:
-            holder: dict[str, Any] = {}
-
-            def _add(p: argparse.ArgumentParser) -> None:
-                holder["run"] = add_args(p)
-
-            self.stages[name] = StageSpec(help, _add, lambda ns: holder["run"](ns))
-            return add_args
-
-        return deco
-
-
-Study = LegacyStudy
-
-
-def _legacy_discover(pkg: str) -> dict[str, LegacyStudy]:
-    try:
-        cli_mod = importlib.import_module(f"paperflow.{pkg}.cli")
-    except ModuleNotFoundError as e:
-        if e.name == f"paperflow.{pkg}.cli":
-            return {}
-        raise
-    return {st.name: st for st in getattr(cli_mod, "STUDIES", [])}
-
-
-def _legacy_run(st: LegacyStudy, argv: list[str]) -> int:
-    sp = argparse.ArgumentParser(prog=f"paperflow {st.name}", description=st.help)
-    ssub = sp.add_subparsers(dest="stage", metavar="STAGE", required=True)
-    for stage_name, spec in st.stages.items():
-        ssp = ssub.add_parser(stage_name, help=spec.help, description=spec.help)
-        spec.add_args(ssp)
-        ssp.set_defaults(_run=spec.run)
-    ns = sp.parse_args(argv)
-    ns._run(ns)
-    return 0
-
-
-def add_config_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("configuration (one of)")
-    g.add_argument("--params", help="JSON of this job's parameters (what rules pass)")
-    g.add_argument("--config", default=None, help=f"config YAML to validate and read (default {DEFAULT_CONFIG})")
-    g.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config key (dotted, YAML value), e.g. --set bandits.seeds=2")
-
-
-def study_config(args: argparse.Namespace, study: str) -> dict[str, Any]:
-    return config_section(args.config, args.set, study)
-
-
-def job_params(args: argparse.Namespace, study: str, plan: Callable[[Mapping[str, Any]], Mapping[str, Any]]) -> dict[str, Any]:
-    if args.params:
-        return json.loads(args.params)
-    return dict(plan(study_config(args, study)))
-
-
-def path_arg(s: str) -> Path:
-    return Path(s)
