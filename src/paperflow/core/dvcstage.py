@@ -220,7 +220,7 @@ def pull(stages: dict[str, tuple[list[str], list[str] | None]], configfile: str,
         rc = subprocess.call(cmd)
         if rc != 0:
             return rc
-    return sync({k: v for k, v in stages.items() if k in locked}, configfile, dry_run)
+    return sync(stages, configfile, dry_run)  # syncs the pulled stages, reports the others
 
 
 def dvc_stages(dvc_yaml: str = "dvc.yaml") -> dict[str, tuple[list[str], list[str] | None]]:
