@@ -8,7 +8,7 @@ split, `sbatch --wrap "..."` unwrapped, `VAR=value` prefixes kept as environment
   run side by side. The cluster datasets named in config/paper.yaml do not exist here: in the copy they
   are empty stand-in files at the same paths' names (the paths are rewritten), so the paper-scale DAG
   is planned as on the cluster.
-- `python -m paperflow.core.resources submissions ARGS`: the same dry run as `snakemake ARGS`; its
+- `python -m paperflow.core.submissions ARGS`: the same dry run as `snakemake ARGS`; its
   submission count must equal the table in docs/cluster.md.
 - `python -m paperflow.core.dvcstage ...`: run with `--dry-run`.
 - `paperflow ...`: `studies` and `config` run; a stage command must name a real study and stage and
@@ -112,7 +112,7 @@ def _split_env(argv: list[str]) -> tuple[dict[str, str], list[str]]:
 def _kind(argv: list[str]) -> str:
     if argv[0] in ("snakemake", ".venv/bin/snakemake"):
         return "snakemake"
-    if argv[:3] == ["python", "-m", "paperflow.core.resources"]:
+    if argv[:3] == ["python", "-m", "paperflow.core.submissions"]:
         return "submissions"
     if argv[:3] == ["python", "-m", "paperflow.core.dvcstage"]:
         return "dvcstage"
@@ -182,7 +182,7 @@ def _smk_groups() -> dict[tuple, dict]:
         if kind == "snakemake":
             args = argv[1:]
         elif kind == "submissions":
-            args = argv[4:] or ["all", "--profile", "slurm"]
+            args = argv[3:] or ["all", "--profile", "slurm"]
         else:
             continue
         ns = _smk_parse(args)
@@ -240,7 +240,7 @@ def test_documented_snakemake_commands_dry_run(key, dry_runs):
 
 def test_profile_runs_the_paper_config_and_submission_table_matches(dry_runs):
     """`snakemake --profile slurm all` plans config/paper.yaml; its sbatch count is the docs' table."""
-    from paperflow.core.resources import count_submissions
+    from paperflow.core.submissions import count_submissions
 
     key = next((k for k, g in SMK_GROUPS.items() if g["args"][:3] in (["--profile", "slurm", "all"],
                                                                         ["all", "--profile", "slurm"])
@@ -259,11 +259,11 @@ def test_profile_runs_the_paper_config_and_submission_table_matches(dry_runs):
     documented = {s: int(n) for s, n in re.findall(r"^\| (\w+) \| \d+ \| (\d+) \| \d+ \|$", doc, re.M)}
     assert (int(m.group(2)), documented) == (total, measured), (
         "docs/cluster.md's submission table is stale; regenerate with "
-        "`python -m paperflow.core.resources submissions all --profile slurm`")
+        "`python -m paperflow.core.submissions all --profile slurm`")
 
 
 def _local_rules() -> set[str]:
-    from paperflow.core.resources import _local_rules as lr
+    from paperflow.core.submissions import _local_rules as lr
 
     cwd = os.getcwd()
     os.chdir(REPO)
