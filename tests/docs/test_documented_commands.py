@@ -181,8 +181,11 @@ def _smk_groups() -> dict[tuple, dict]:
         kind = _kind(argv)
         if kind == "snakemake":
             args = argv[1:]
-        elif kind == "submissions":
-            args = argv[3:] or ["all", "--profile", "slurm"]
+        elif kind == "submissions":  # the copy has stand-ins already: drop --standins DIR
+            args = list(argv[3:])
+            if "--standins" in args:
+                del args[args.index("--standins"):args.index("--standins") + 2]
+            args = args or ["all", "--profile", "slurm"]
         else:
             continue
         ns = _smk_parse(args)

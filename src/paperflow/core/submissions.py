@@ -2,6 +2,11 @@
 
     python -m paperflow.core.submissions                      # all --profile slurm (paper scale)
     python -m paperflow.core.submissions all --profile slurm --configfile config/test.yaml
+    python -m paperflow.core.submissions --standins /tmp/standins all --profile slurm
+
+`--standins DIR` plans a config whose datasets live on the cluster on a machine without them: the
+config (the one given with --configfile, else config/paper.yaml) is copied with every absolute path
+that does not exist replaced by an empty stand-in file or folder under DIR (same names).
 
 Cluster tooling run by hand or by the docs test; no stage imports it (it imports Snakemake).
 """
@@ -55,6 +60,12 @@ def submissions(argv: list[str]) -> int:
 
     from snakemake.api import SnakemakeApi  # noqa: F401  (fail early without snakemake)
 
+    argv = list(argv)
+    if "--standins" in argv:
+        i = argv.index("--standins")
+        root = argv[i + 1]
+        del argv[i:i + 2]
+        argv = with_standins(argv or ["all", "--profile", "slurm"], root)
     args = argv or ["all", "--profile", "slurm"]
     cmd = [sys.executable, "-m", "snakemake", *args, "-n", "--forceall"]
     print("[submissions] " + " ".join(cmd[1:]), file=sys.stderr, flush=True)
@@ -70,6 +81,48 @@ def submissions(argv: list[str]) -> int:
     tot = {k: sum(v[k] for v in table.values()) for k in ("jobs", "submissions", "local")}
     print(f"{'total':14s} {tot['jobs']:7d} {tot['submissions']:7d} {tot['local']:6d}")
     return 0
+
+
+def standin_config(config: dict, root: str):
+    """`config` with absolute paths that do not exist replaced by empty stand-ins under `root`."""
+    from pathlib import Path
+
+    if isinstance(config, dict):
+        return {k: standin_config(v, root) for k, v in config.items()}
+    if isinstance(config, list):
+        return [standin_config(v, root) for v in config]
+    if isinstance(config, str) and config.startswith("/") and not Path(config).exists():
+        p = Path(root) / config.lstrip("/")
+        if p.suffix:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.touch()
+        else:
+            p.mkdir(parents=True, exist_ok=True)
+        return str(p)
+    return config
+
+
+def with_standins(args: list[str], root: str) -> list[str]:
+    """Snakemake args whose config files are replaced by stand-in copies (see standin_config)."""
+    from pathlib import Path
+
+    import yaml
+
+    args = list(args)
+    if "--configfile" in args:
+        i = args.index("--configfile")
+        j = next((k for k in range(i + 1, len(args)) if args[k].startswith("-")), len(args))
+        files, rest = args[i + 1:j], args[:i] + args[j:]
+    else:
+        files, rest = ["config/paper.yaml"], args
+    out = []
+    for f in files:
+        cfg = standin_config(yaml.safe_load(Path(f).read_text()), root)
+        dst = Path(root) / f"standin-{Path(f).name}"
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.write_text(yaml.safe_dump(cfg, sort_keys=False))
+        out.append(str(dst))
+    return [*rest, "--configfile", *out]
 
 
 def _local_rules() -> set[str]:
