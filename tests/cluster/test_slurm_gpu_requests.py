@@ -154,7 +154,8 @@ def test_gpu_stages_request_gpus_memory_and_time(repo_copy: Path, tmp_path: Path
             for f in jobs[a]["output"]:
                 _touch(repo / f)
         targets = [o for i in layers[d] for o in jobs[i]["output"]]
-        cmd = ["snakemake", *targets, "--profile", "slurm", "--slurm-no-account",
+        # one job per group (the profile groups hashing cells): each sbatch line is one stage's request
+        cmd = ["snakemake", *targets, "--profile", "slurm", "--group-components", "hashing_cell=1", "--slurm-no-account",
                "--slurm-init-seconds-before-status-checks", "1", "--allowed-rules", *sorted(declared),
                "--configfile", "config/paper-local.yaml"]
         r = subprocess.run(cmd, cwd=repo, env=e, capture_output=True, text=True, timeout=600)
@@ -168,7 +169,8 @@ def test_gpu_stages_request_gpus_memory_and_time(repo_copy: Path, tmp_path: Path
     submitted = [f"{k} x{v}" for k, v in sorted(per_job.items())]
     assert len(calls) == len(picked) * (retries + 1), (len(calls), len(picked), retries, " ".join(submitted))
     for rule, res in declared.items():
-        mine = [c for c in calls if _flag(c, "--comment") and _flag(c, "--comment").startswith(f"rule_{rule}")]
+        # the comment is rule_<rule>_<wildcards>, or rule_<group>_<rules> for a grouped job
+        mine = [c for c in calls if f"_{rule}" in (_flag(c, "--comment") or "")]
         assert mine, f"no sbatch call for {rule}"
         mems = set()
         for argv in mine:
@@ -181,8 +183,17 @@ def test_gpu_stages_request_gpus_memory_and_time(repo_copy: Path, tmp_path: Path
             assert _flag(argv, "--ntasks") is None, argv  # GPU jobs get no implicit task geometry
             mems.add(int(_flag(argv, "--mem")))
             assert "--wrap" in " ".join(argv) and "slurm-jobstep" in " ".join(argv)
-        # attempt k asks for k x the declared memory (the profile's retries resubmit)
-        assert mems == {res["mem_mb"] * k for k in range(1, retries + 2)}, (rule, sorted(mems))
+        # attempt k asks for k x the declared memory (the profile's retries resubmit), capped at the
+        # partition's max_mem_mb (config/paper.yaml: default), never below the first attempt
+        cap = paper["max_mem_mb"]["default"]
+        assert mems == {max(res["mem_mb"], min(res["mem_mb"] * k, cap)) for k in range(1, retries + 2)}, (
+            rule, sorted(mems))
+        assert max(mems) <= max(cap, res["mem_mb"]), (rule, sorted(mems))
+    # the case: attempt 3 of the 128 GB quantization stage asked for 384 GB before the cap
+    if "quantization_weights" in declared:
+        weights = [int(_flag(c, "--mem")) for c in calls if "quantization_weights" in (_flag(c, "--comment") or "")]
+        assert declared["quantization_weights"]["mem_mb"] * 3 not in weights, weights
+        assert max(weights) == paper["max_mem_mb"]["default"], weights
 
 
 # The GPU stages of the studies whose rules take their resources from `<study>.resources.<stage>`

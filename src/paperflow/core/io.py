@@ -3,6 +3,16 @@
 Every output is written to a temporary file in the same directory and renamed into place, so a
 killed job never leaves a file that looks finished. Every stage writes `<output>.manifest.json`
 next to its main output (config hash, seed, package versions, input digests, wall time, metrics).
+
+An output and its manifest are one unit. A manifest is not a declared Snakemake output, so when a job
+is killed Snakemake deletes the output but not the manifest beside it. Hence:
+
+* `Stage.__enter__` deletes the manifests of its outputs before the stage writes anything, so a
+  manifest on disk was always written after the output it describes (a job killed between writing
+  its output and its manifest leaves an output without a manifest, and Snakemake reruns it);
+* the manifest records the output's sha256, byte count and file count, and `read_manifest` checks
+  them (`StaleManifestError` when the output changed or is gone): sizes always, the digest for
+  outputs up to `VERIFY_DIGEST_MAX_BYTES` (larger ones, e.g. checkpoints, are compared by size).
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ from typing import Any
 from paperflow.core.config import config_hash
 
 MANIFEST_SUFFIX = ".manifest.json"
+VERIFY_DIGEST_MAX_BYTES = 64 * 1024 * 1024
 _TRACKED_PACKAGES = ("paperflow", "numpy", "scipy", "torch", "transformers", "datasets", "snakemake",
                      "scikit-learn", "nibabel", "nilearn", "accelerate", "safetensors", "tokenizers")
 
@@ -92,6 +103,17 @@ def file_digest(path: str | Path) -> str:
     return h.hexdigest()
 
 
+def output_size(path: str | Path) -> tuple[int, int]:
+    """(bytes, files) of a file or of a directory's files."""
+    path = Path(path)
+    files = [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else [path]
+    return sum(f.stat().st_size for f in files), len(files)
+
+
+class StaleManifestError(RuntimeError):
+    """A manifest does not describe the output beside it (the output changed, or is gone)."""
+
+
 def package_versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
     for name in _TRACKED_PACKAGES:
@@ -125,6 +147,8 @@ class Stage:
 
     def __enter__(self) -> "Stage":
         self._t0 = time.perf_counter()
+        for out in self.outputs:  # an old manifest must never sit beside a new (or deleted) output
+            manifest_path(out).unlink(missing_ok=True)
         self._input_digests = {str(p): file_digest(p) for p in self.inputs}
         return self
 
@@ -139,6 +163,8 @@ class Stage:
                 "stage": self.name,
                 "output": str(out),
                 "output_sha256": file_digest(out),
+                "output_bytes": output_size(out)[0],
+                "output_files": output_size(out)[1],
                 "config_hash": config_hash(dict(self.config)),
                 "config": dict(self.config),
                 "seed": self.seed,
@@ -152,5 +178,29 @@ class Stage:
             write_json(manifest_path(out), manifest)
 
 
-def read_manifest(output: str | Path) -> dict[str, Any]:
-    return read_json(manifest_path(output))
+def verify_manifest(output: str | Path, manifest: Mapping[str, Any], *, digest: bool | None = None) -> None:
+    """Raise StaleManifestError unless `manifest` describes `output` as it is on disk.
+
+    digest: None (default) compares the sha256 when the output is at most VERIFY_DIGEST_MAX_BYTES,
+    True always, False never (sizes only)."""
+    output = Path(output)
+    where = f"{manifest_path(output)} does not describe {output}"
+    if not output.exists():
+        raise StaleManifestError(f"{where}: the output is missing (a killed or partial run?)")
+    nbytes, nfiles = output_size(output)
+    if "output_bytes" in manifest and (manifest["output_bytes"], manifest.get("output_files", nfiles)) != (
+            nbytes, nfiles):
+        raise StaleManifestError(f"{where}: size {nbytes} B in {nfiles} file(s), manifest says "
+                                 f"{manifest['output_bytes']} B in {manifest.get('output_files')}; rerun its job")
+    if digest is None:
+        digest = nbytes <= VERIFY_DIGEST_MAX_BYTES
+    if digest and "output_sha256" in manifest and manifest["output_sha256"] != file_digest(output):
+        raise StaleManifestError(f"{where}: the output's sha256 differs from the manifest's; rerun its job")
+
+
+def read_manifest(output: str | Path, *, verify: bool = True) -> dict[str, Any]:
+    """The manifest of `output`, checked against the output on disk (see `verify_manifest`)."""
+    manifest = read_json(manifest_path(output))
+    if verify:
+        verify_manifest(output, manifest)
+    return manifest

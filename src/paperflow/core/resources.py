@@ -15,7 +15,15 @@ In the rule (`rules/common.smk` wraps this as `stage_resources(study, stage, ...
 
 The SLURM plugin turns `gpu` into `--gpus=N` (`gpu_model` gives `--gpus=<model>:N`), `cpus_per_gpu`
 into `--cpus-per-gpu`, `mem_mb` into `--mem` and `runtime` (minutes) into `-t`. Memory is scaled
-by the attempt, so a job that ran out of memory is retried (profile `retries`) with more.
+by the attempt, so a job that failed is retried (profile `retries`) with more. Snakemake cannot tell
+an out-of-memory kill from any other failure, so the scaled request is capped at the partition's
+largest node: the top-level config key
+
+    max_mem_mb: {default: 256000, <gpu-partition>: 512000}
+
+(MB per partition; `default` for jobs whose partition the profile does not name; an empty mapping,
+the schema default, means no cap). A first attempt above the cap keeps its own value (sbatch then
+rejects it with SLURM's own error instead of a silently smaller job).
 Site settings (partition, account, constraint) never live here: they belong in the SLURM profile.
 """
 
@@ -54,10 +62,24 @@ RESOURCES_SCHEMA: dict[str, Any] = {
 }
 
 
-def scaled_mem(base: int) -> Callable[..., int]:
-    """Attempt-scaled memory (the same convention as `mem_mb()` in rules/common.smk)."""
+def mem_cap(config: Mapping[str, Any], partition: str | None = None) -> int | None:
+    """The memory cap (MB) of `partition` from `config["max_mem_mb"]`, else its `default`, else None."""
+    caps = config.get("max_mem_mb") or {}
+    if partition and partition in caps:
+        return int(caps[partition])
+    return int(caps["default"]) if "default" in caps else None
+
+
+def attempt_mem(base: int, attempt: int, cap: int | None = None) -> int:
+    """attempt x base, but never above `cap` (and never below the first attempt's own value)."""
+    base, want = int(base), int(base) * max(1, int(attempt))
+    return want if cap is None else max(base, min(want, int(cap)))
+
+
+def scaled_mem(base: int, cap: int | None = None) -> Callable[..., int]:
+    """Attempt-scaled memory, capped (the same convention as `mem_mb()` in rules/common.smk)."""
     base = int(base)
-    return lambda wildcards, attempt: base * attempt
+    return lambda wildcards, attempt: attempt_mem(base, attempt, cap)
 
 
 def stage_overrides(config: Mapping[str, Any], study: str, stage: str) -> dict[str, Any]:
@@ -73,16 +95,17 @@ def stage_overrides(config: Mapping[str, Any], study: str, stage: str) -> dict[s
 
 
 def stage_resources(config: Mapping[str, Any], study: str, stage: str, *, mem_mb: int, runtime: int,
-                    gpu: int = 0, **extra: Any) -> dict[str, Any]:
+                    gpu: int = 0, partition: str | None = None, **extra: Any) -> dict[str, Any]:
     """Resources for a rule: the rule's small-scale values, overridden by the config's stage entry.
 
     `gpu` is always present (0 on CPU jobs) so shell commands can use `{resources.gpu}`; the SLURM
-    plugin only requests GPUs when it is > 0.
+    plugin only requests GPUs when it is > 0. `partition` (the one the SLURM profile sends this rule
+    to, if it names one) selects the memory cap (`max_mem_mb`).
     """
     vals: dict[str, Any] = {"mem_mb": mem_mb, "runtime": runtime, "gpu": gpu, **extra}
     vals.update(stage_overrides(config, study, stage))
     out: dict[str, Any] = {k: v for k, v in vals.items() if k not in ("mem_mb", "gpu")}
-    out["mem_mb"] = scaled_mem(vals["mem_mb"])
+    out["mem_mb"] = scaled_mem(vals["mem_mb"], mem_cap(config, partition or extra.get("slurm_partition")))
     out["gpu"] = int(vals.get("gpu") or 0)
     if out["gpu"] <= 0:
         for k in ("gpu_model", "cpus_per_gpu"):
