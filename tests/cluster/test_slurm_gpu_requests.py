@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from tests.cluster.conftest import env
+from paperflow.core.submissions import standin_config
 
 FAKE_SBATCH = """#!{python}
 import json, os, sys
@@ -33,19 +34,7 @@ sys.exit(1)
 
 def _localize(obj, root: Path):
     """Absolute paths that do not exist here -> empty placeholders under `root` (files keep names)."""
-    if isinstance(obj, dict):
-        return {k: _localize(v, root) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_localize(v, root) for v in obj]
-    if isinstance(obj, str) and obj.startswith("/") and not Path(obj).exists():
-        p = root / obj.lstrip("/")
-        if p.suffix:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.touch()
-        else:
-            p.mkdir(parents=True, exist_ok=True)
-        return str(p)
-    return obj
+    return standin_config(obj, str(root))
 
 
 def _dry_run_jobs(repo: Path, configfile: str) -> list[dict]:

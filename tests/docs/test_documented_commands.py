@@ -34,6 +34,7 @@ import pytest
 import yaml
 
 from tests.cluster.conftest import REPO, copy_tree, env
+from paperflow.core.submissions import standin_config
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 SHELL_LANGS = {"bash", "sh", "shell", "console"}
@@ -139,19 +140,8 @@ def test_every_command_is_checked_or_listed(where, cmd):
 
 # ---- snakemake: dry runs in a copy with the cluster datasets stood in --------------------------------
 def _localize(obj, root: Path):
-    if isinstance(obj, dict):
-        return {k: _localize(v, root) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_localize(v, root) for v in obj]
-    if isinstance(obj, str) and obj.startswith("/") and not Path(obj).exists():
-        p = root / obj.lstrip("/")
-        if p.suffix:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.touch()
-        else:
-            p.mkdir(parents=True, exist_ok=True)
-        return str(p)
-    return obj
+    """Absolute paths that do not exist here -> empty placeholders under `root` (files keep names)."""
+    return standin_config(obj, str(root))
 
 
 @pytest.fixture(scope="module")
