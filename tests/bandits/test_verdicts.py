@@ -75,6 +75,9 @@ def test_verdict_h2_slope(ccfg):
     # a T grid spanning < 2 decades cannot decide (the tiny default), nor can 2 seeds
     short = only(report.claims_h2(scaling_rows("blce", 0.5, Ts=(2000, 5000, 10000)), ccfg), "slope of R_T in")
     assert short.verdict == NT and "decades" in short.reason
+    both = report.claims_h2(scaling_rows("blce", 0.5, Ts=(2000, 5000, 10000))
+                            + scaling_rows("linucb", 0.5, Ts=(2000, 5000, 10000)), ccfg)
+    assert len(both) == 1 and both[0].verdict == NT and "decades" in both[0].reason
     assert only(report.claims_h2(scaling_rows("blce", 0.5, seeds=2), ccfg), "slope of R_T in").verdict == NT
     # degenerate fit: zero regret at some seed
     zero = scaling_rows("blce", 0.5)

@@ -186,6 +186,21 @@ def claims_h2(rows: Sequence[Row], ccfg: CCfg) -> list[Claim]:
         beta = betas[-1]
         variants = {r["variant"] for r in main if r["regime"] == regime}
         K, d = next((r["K"], r["d"]) for r in main if r["regime"] == regime)
+        scale = _h2_scale_problem(sorted({r["T"] for r in main if r["regime"] == regime}), ccfg)
+        if scale and {BLCE, "linucb"} <= variants:
+            # one row per regime when the T grid cannot decide (the tiny default), not one per algorithm
+            series = h2_series(rows, regime, beta, BLCE, control="linucb")
+            slopes, _ = slopes_per_seed(series)
+            eff = _ratio_effect(slopes)
+            out.append(Claim.judged(
+                f"H2: regret slopes in [{ccfg['h2_slope_low']['threshold']:g}, {ccfg['h2_slope_high']['threshold']:g}] "
+                f"and R_T(blce)/R_T(linucb) not growing (slope ≤ {ccfg['h2_ratio']['threshold']:g}) "
+                f"({regime}, K={K}, d={d}, β={beta:g}; config/bandits_h2.yaml measures it)",
+                f"ratio {[_fmt(float(np.mean(list(series[T].values())))) for T in sorted(series)]} at T={sorted(series)}; "
+                f"per-seed slope {_fmt_est(eff) if slopes else '—'}",
+                judge(eff, _th(ccfg, "h2_ratio"), untestable=scale), sample=f"{_seeds(len(slopes))} × {len(series)} horizons",
+                paper=RATE_PAPER, source="spec H2"))
+            continue
         for v in [x for x in (BLCE, "blce_g", "linucb", *LABELLED) if x in variants]:
             series = h2_series(rows, regime, beta, v)
             Ts = sorted(series)
