@@ -79,6 +79,11 @@ def test_verdict_h2_slope(ccfg):
                             + scaling_rows("linucb", 0.5, Ts=(2000, 5000, 10000)), ccfg)
     assert len(both) == 1 and both[0].verdict == NT and "decades" in both[0].reason
     assert only(report.claims_h2(scaling_rows("blce", 0.5, seeds=2), ccfg), "slope of R_T in").verdict == NT
+    # a CI covering one end of the interval leaves the claim undecided (never "partly")
+    wide = scaling_rows("blce", 0.42)
+    for i, r in enumerate(wide):
+        r["final_regret"] = [y * (1 + 0.2 * (s - 2)) ** (i - 1) for s, y in enumerate(r["final_regret"])]
+    assert only(report.claims_h2(wide, ccfg), "slope of R_T in").verdict == "inconclusive"
     # degenerate fit: zero regret at some seed
     zero = scaling_rows("blce", 0.5)
     zero[0]["final_regret"][2] = 0.0

@@ -19,7 +19,7 @@ import numpy as np
 from paperflow.bandits.grid import default_M
 from paperflow.core.report import Claim, write_summary
 from paperflow.core.stats import Estimate, linear_fit, t_ci
-from paperflow.core.verdict import NOT_HELD, Thresholds, Verdict, combine, judge
+from paperflow.core.verdict import HELD, INCONCLUSIVE, NOT_HELD, NOT_TESTABLE, Thresholds, Verdict, combine, judge
 
 Row = Mapping[str, Any]
 CCfg = Mapping[str, Any]
@@ -242,10 +242,15 @@ def claims_h2(rows: Sequence[Row], ccfg: CCfg) -> list[Claim]:
 
 
 def _within(parts: Sequence[Verdict]) -> Verdict:
-    """An interval claim (low < x < high): one side failing means the claim failed (not "partly")."""
+    """An interval claim (low < x < high) from its two one-sided verdicts: one side failing means the
+    claim failed, one side undecided leaves it undecided ("partly" would misread an interval)."""
     if any(p.outcome == NOT_HELD for p in parts):
         return Verdict(NOT_HELD, "; ".join(p.reason for p in parts if p.outcome == NOT_HELD))
-    return combine(parts)
+    if all(p.outcome == HELD for p in parts):
+        return combine(parts)
+    undecided = [p for p in parts if p.outcome != HELD]
+    out = NOT_TESTABLE if any(p.outcome == NOT_TESTABLE for p in undecided) else INCONCLUSIVE
+    return Verdict(out, "; ".join(p.reason for p in undecided))
 
 
 # --- H3 ----------------------------------------------------------------------------------------------
