@@ -126,7 +126,7 @@ def test_verdict_h3_design(ccfg):
         return [row("batch_elim_dg", 10000, base), row("blce", 10000, base * mult * noise(seeds, 0.01))]
 
     c = only(report.claims_h3_design(rows(0.8), ccfg), "batch_elim_dg")
-    assert c.verdict == HELD and "5–5 seeds" in c.sample
+    assert c.verdict == HELD and c.sample == "5 seeds (paired) × 1 cells"
     assert only(report.claims_h3_design(rows(1.5), ccfg), "batch_elim_dg").verdict == NOT_HELD
     assert only(report.claims_h3_design(rows(0.8, seeds=2), ccfg), "batch_elim_dg").verdict == NT
 

@@ -198,7 +198,8 @@ def claims_h2(rows: Sequence[Row], ccfg: CCfg) -> list[Claim]:
                 f"({regime}, K={K}, d={d}, β={beta:g}; config/bandits_h2.yaml measures it)",
                 f"ratio {[_fmt(float(np.mean(list(series[T].values())))) for T in sorted(series)]} at T={sorted(series)}; "
                 f"per-seed slope {_fmt_est(eff) if slopes else '—'}",
-                judge(eff, _th(ccfg, "h2_ratio"), untestable=scale), sample=f"{_seeds(len(slopes))} × {len(series)} horizons",
+                judge(eff, _th(ccfg, "h2_ratio"), untestable=scale),
+                sample=f"{_seeds(len(slopes))} × {len(series)} horizon{'s' if len(series) != 1 else ''}",
                 paper=RATE_PAPER, source="spec H2"))
             continue
         for v in [x for x in (BLCE, "blce_g", "linucb", *LABELLED) if x in variants]:
@@ -298,7 +299,8 @@ def claims_h3_design(rows: Sequence[Row], ccfg: CCfg) -> list[Claim]:
             f"H3: BLCE's regret is not worse than the design-based control {base}'s by more than "
             f"{th.threshold:.0%} (the design step is unnecessary)",
             "R(blce)/R(" + base + ") − 1 per cell: " + "; ".join(shown[:6]) + (" …" if len(shown) > 6 else ""),
-            v, sample=f"{min(ns)}–{max(ns)} seeds (paired) × {len(parts)} cells", source="spec H3"))
+            v, sample=(f"{_seeds(min(ns))}" if min(ns) == max(ns) else f"{min(ns)}–{max(ns)} seeds")
+            + f" (paired) × {len(parts)} cells", source="spec H3"))
     return out
 
 
