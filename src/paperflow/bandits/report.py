@@ -463,7 +463,7 @@ def h2_table(rows: Sequence[Row]) -> str:
             if v != "linucb" and any(r["variant"] == "linucb" and r["regime"] == regime for r in main):
                 rsl, _ = slopes_per_seed(h2_series(rows, regime, beta, v, control="linucb"))
                 rs = _fmt_est(t_ci(rsl)) if rsl else "—"
-            lines.append(f"| {v} | " + " | ".join(cells) + f" | {s} ({len(slopes)} seeds) | {_pooled(series)} | {rs} |")
+            lines.append(f"| {v} | " + " | ".join(cells) + f" | {s} ({_seeds(len(slopes))}) | {_pooled(series)} | {rs} |")
     return "\n".join(lines)
 
 
