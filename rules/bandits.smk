@@ -28,8 +28,7 @@ rule bandits_simulate:
         T=r"\d+",
     threads: 1
     resources:
-        mem_mb=mem_mb(1000),
-        runtime=60,
+        **stage_resources("bandits", "simulate", mem_mb=1000, runtime=60),
     conda:
         "../envs/bandits.yaml"
     shell:
@@ -45,8 +44,7 @@ rule bandits_aggregate:
         "logs/bandits/aggregate.log",
     threads: 1
     resources:
-        mem_mb=mem_mb(2000),
-        runtime=10,
+        **stage_resources("bandits", "aggregate", mem_mb=2000, runtime=10),
     conda:
         "../envs/bandits.yaml"
     shell:
@@ -68,8 +66,7 @@ rule bandits_figures:
         "logs/bandits/figures.log",
     threads: 1
     resources:
-        mem_mb=mem_mb(2000),
-        runtime=10,
+        **stage_resources("bandits", "figures", mem_mb=2000, runtime=10),
     conda:
         "../envs/bandits.yaml"
     shell:
@@ -87,8 +84,7 @@ rule bandits_summary:
         "logs/bandits/summary.log",
     threads: 1
     resources:
-        mem_mb=mem_mb(1000),
-        runtime=10,
+        **stage_resources("bandits", "summary", mem_mb=1000, runtime=10),
     conda:
         "../envs/bandits.yaml"
     shell:

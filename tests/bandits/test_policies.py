@@ -12,7 +12,7 @@ from paperflow.bandits.grid import default_M
 from paperflow.bandits.policies import POLICIES, Common, LinUCB, make_policy
 from paperflow.bandits.simulate import run, run_one
 
-ELIM = ["blce", "blce_g", "batch_elim_g", "nonadaptive", "stale_ucb", "blce_thresh"]
+ELIM = ["blce", "blce_g", "batch_elim_g", "batch_elim_dg", "nonadaptive", "stale_ucb", "blce_thresh"]
 
 
 class TwoArm:

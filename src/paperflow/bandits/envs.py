@@ -1,5 +1,10 @@
 """Contextual bandit environments with common random numbers.
 
+Contexts: `sphere` (uniform on S^{d−1}), `normal` (N(0, I/d) clipped to the unit ball) or
+`anisotropic` (N(0, diag(s²)) with s_j = ratio^{−j/(d−1)}, projected onto the sphere: most arms point
+along the first coordinates, so a uniform choice over arms explores the last ones poorly and the
+design step has work to do).
+
 Contexts and noise come in blocks of B rounds: rounds (j−1)B+1..jB are drawn from
 `default_rng([seed, j])`, with B = max(1, 2¹⁸ // (K·d)) a function of the environment only. Every
 algorithm therefore sees the same stream (common random numbers), round t's draw does not depend on
@@ -31,11 +36,12 @@ class ContextualEnv:
     seed: int
     sigma: float = 1.0
     S: float = 1.0
-    context: str = "sphere"  # sphere | normal
+    context: str = "sphere"  # sphere | normal | anisotropic
+    aniso_ratio: float = 10.0  # anisotropic: coordinate j scaled by ratio^(-j/(d-1)) before normalising
     reward_model: str = "linear"  # linear | logistic
 
     def __post_init__(self) -> None:
-        if self.context not in ("sphere", "normal"):
+        if self.context not in ("sphere", "normal", "anisotropic"):
             raise ValueError(f"unknown context distribution {self.context!r}")
         g = np.random.default_rng([self.seed, 0])
         th = g.standard_normal(self.d)
@@ -50,7 +56,9 @@ class ContextualEnv:
         if self.context == "normal":  # N(0, I/d), clipped to the unit ball
             X /= np.sqrt(d)
             X /= np.maximum(1.0, np.linalg.norm(X, axis=2, keepdims=True))
-        else:  # uniform on the sphere
+        else:  # uniform on the sphere, or an anisotropic Gaussian projected onto it
+            if self.context == "anisotropic" and d > 1:
+                X *= self.aniso_ratio ** (-np.arange(d) / (d - 1))
             X /= np.linalg.norm(X, axis=2, keepdims=True)
         self._X = X
         self._noise = g.standard_normal(B) * self.sigma if self.reward_model == "linear" else g.random(B)

@@ -31,6 +31,8 @@ def cells(cfg: Mapping[str, Any]) -> list[Cell]:
     for regime in cfg["regimes"]:
         for algo, acfg in cfg["algorithms"].items():
             for T in cfg["T"]:
+                if int(T) > int(acfg.get("T_max") or T) or int(T) < int(acfg.get("T_min") or T):
+                    continue  # an algorithm limited to part of the T grid (expensive baselines)
                 out += [Cell("main", regime, algo, int(T), s) for s in _seeds(cfg, acfg)]
     g = cfg["glm"]
     if g["enabled"]:
@@ -45,7 +47,7 @@ def cells(cfg: Mapping[str, Any]) -> list[Cell]:
 
 
 def _strip(acfg: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in acfg.items() if k != "seeds"}
+    return {k: v for k, v in acfg.items() if k not in ("seeds", "T_max", "T_min")}
 
 
 def job_params(cfg: Mapping[str, Any], exp: str, regime: str, variant: str, T: int, seed: int) -> dict[str, Any]:

@@ -87,12 +87,15 @@ def aggregate(inputs: list[Path], *, out: Path) -> dict[str, Any]:
             "seeds": [r["seed"] for r in runs],
             "final_regret": [r["final_regret"] for r in runs], "final_regret_mean": fr_m, "final_regret_se": fr_se,
             "n_updates": [r["n_updates"] for r in runs],
+            "runtime_per_round_s": [r["runtime_s"] / T for r in runs],
             "runtime_per_round_s_mean": rt_m, "runtime_per_round_s_se": rt_se,
             "ctx_time_s_mean": float(np.mean([r["ctx_time_s"] for r in runs])),
             "flops_per_round": float(np.mean([r["flops_per_round"] for r in runs])),
             "regret_t": runs[0]["regret_t"], "regret_curves": [r["regret_curve"] for r in runs],
             "stats": {k: float(np.mean([r["stats"].get(k, 0.0) for r in runs]))
                       for k in runs[0]["stats"] if k != "grid"},
+            "stats_per_seed": {k: [float(r["stats"].get(k, 0.0)) for r in runs]
+                               for k in runs[0]["stats"] if k != "grid"},
             "grid": runs[0]["stats"].get("grid"),
         })
     metrics = {"rows": rows, "n_cells": len(inputs)}
