@@ -65,3 +65,15 @@ def test_config_hash_is_order_independent(tmp_path):
 
     assert config_hash({"a": 1, "b": [1, 2]}) == config_hash(json.loads('{"b": [1, 2], "a": 1}'))
     assert config_hash({"a": 1}) != config_hash({"a": 2})
+
+
+def test_snakemake_directory_marker_does_not_stale_a_manifest(tmp_path):
+    """Snakemake adds `.snakemake_timestamp` to directory outputs after the job: the manifest still holds."""
+    from paperflow.core.io import Stage, read_manifest
+
+    out = tmp_path / "model"
+    with Stage("t.dir", config={}, outputs=[out]):
+        out.mkdir()
+        (out / "w.bin").write_bytes(b"123")
+    (out / ".snakemake_timestamp").touch()
+    assert read_manifest(out)["output_files"] == 1

@@ -89,11 +89,21 @@ def read_json(path: str | Path) -> Any:
     return json.loads(Path(path).read_text())
 
 
+# files Snakemake itself adds to directory outputs after a job ends: not part of what a stage wrote
+SNAKEMAKE_MARKERS = frozenset({".snakemake_timestamp"})
+
+
+def _files(path: Path) -> list[Path]:
+    if not path.is_dir():
+        return [path]
+    return sorted(p for p in path.rglob("*") if p.is_file() and p.name not in SNAKEMAKE_MARKERS)
+
+
 def file_digest(path: str | Path) -> str:
-    """sha256 of a file, or of a directory's files (names + contents, sorted)."""
+    """sha256 of a file, or of a directory's files (names + contents, sorted; Snakemake's markers excluded)."""
     path = Path(path)
     h = hashlib.sha256()
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    files = _files(path)
     for f in files:
         if path.is_dir():
             h.update(str(f.relative_to(path)).encode())
@@ -105,8 +115,7 @@ def file_digest(path: str | Path) -> str:
 
 def output_size(path: str | Path) -> tuple[int, int]:
     """(bytes, files) of a file or of a directory's files."""
-    path = Path(path)
-    files = [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else [path]
+    files = _files(Path(path))
     return sum(f.stat().st_size for f in files), len(files)
 
 
