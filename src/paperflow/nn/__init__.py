@@ -2,4 +2,5 @@
 
 - `paperflow.nn.transformer`: a small pre-norm transformer with RoPE, causal or bidirectional, with
   hooks for per-layer hidden states, attention maps and the rotary tables.
+- `paperflow.nn.hashtext`: hashed word embeddings (a fixed random unit vector per word; no vocabulary).
 """
