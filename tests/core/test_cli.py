@@ -122,3 +122,12 @@ def test_study_and_stage_help():
     for args in (["bandits", "--help"], ["-v", "bandits", "simulate", "--help"]):
         p = _run(*args)
         assert p.returncode == 0 and "usage: paperflow bandits" in p.stdout, p.stderr
+
+
+def test_setup_threads_does_not_import_torch():
+    """numpy-only stages must not pay torch's import (≈ 1.5 s per job); torch reads OMP_NUM_THREADS itself."""
+    code = ("import os, sys; os.environ['OMP_NUM_THREADS'] = '1'; from paperflow.core.cli import setup_threads; "
+            "setup_threads(); assert 'torch' not in sys.modules; import torch; setup_threads(); "
+            "assert torch.get_num_threads() == 1; print('ok')")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr

@@ -262,15 +262,14 @@ def run_stage(study: str, info: StageInfo, ns: argparse.Namespace) -> Any:
 
 def setup_threads() -> None:
     """One BLAS/OpenMP/torch thread count for every stage: OMP_NUM_THREADS (default 1 — jobs run side by
-    side on shared cores). torch is configured only if something already imported it or it is cheap."""
+    side on shared cores). Set in the environment before any heavy import (torch and BLAS read it when
+    they load); torch is configured directly only if it is already imported — importing it here would add
+    seconds to every numpy-only job."""
     n = max(1, int(os.environ.get("OMP_NUM_THREADS", "1") or 1))
     os.environ.setdefault("OMP_NUM_THREADS", str(n))
     os.environ.setdefault("MKL_NUM_THREADS", str(n))
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - torch is a dependency
-        return
-    if torch.get_num_threads() != n:
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.get_num_threads() != n:
         torch.set_num_threads(n)
 
 
