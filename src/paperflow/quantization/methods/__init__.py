@@ -70,6 +70,19 @@ def packs(entry: Mapping[str, Any]) -> bool:
     return METHODS[entry["quantizer"]].packs
 
 
+def round_each_linear(model: Any, rounder: Callable[[Any], Any]) -> dict[str, Any]:
+    """Replace every quantised linear's weight by `rounder(weight).dequant()`; the records by layer name
+    (the plain round-to-nearest methods differ only in their rounder)."""
+    from paperflow.quantization.qmodel import qlinears
+
+    records = {}
+    for name, lin in qlinears(model).items():
+        rec = rounder(lin.weight)
+        lin.weight = rec.dequant()
+        records[name] = rec
+    return records
+
+
 def _register_all() -> None:
     for mod in pkgutil.iter_modules(__path__):
         if not mod.name.startswith("_"):

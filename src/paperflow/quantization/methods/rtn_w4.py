@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from paperflow.quantization.methods import METHODS, Method
+from paperflow.quantization.methods import METHODS, Method, round_each_linear
 
 
 @dataclass(frozen=True)
@@ -12,14 +12,8 @@ class Options:
 
 def quantize(model, ctx):
     from paperflow.quantization.e2m import rtn_int4
-    from paperflow.quantization.qmodel import qlinears
 
-    records = {}
-    for name, lin in qlinears(model).items():
-        rec = rtn_int4(lin.weight)
-        lin.weight = rec.dequant()
-        records[name] = rec
-    return records
+    return round_each_linear(model, rtn_int4)
 
 
 METHODS.register("rtn_w4")(Method(quantize, Options))
