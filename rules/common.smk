@@ -131,3 +131,30 @@ def local_rule_names() -> list[str]:
 
 def mark_local_rules() -> None:
     workflow.localrules(*local_rule_names())
+    _announce_study_summaries()
+
+
+# ---- per-study progress (src/paperflow/core/progress.py) ---------------------------------------------
+# Before the first job: jobs to run per study. When a study's summary job starts: a line saying that
+# study is done. After a successful run: where the verdicts are.
+from paperflow.core.progress import format_plan as _format_plan
+from paperflow.core.progress import study_job_counts as _study_job_counts
+from paperflow.core.progress import summary_message as _summary_message
+
+
+def _announce_study_summaries() -> None:
+    """Give each enabled study's summary rule a `message` (Snakemake prints it when the job starts)."""
+    for study, summary in STUDY_SUMMARIES.items():
+        for r in workflow.rules:
+            if summary in [str(o) for o in r.output]:
+                r.message = _summary_message(study, summary)
+
+
+onstart:
+    print(_format_plan(_study_job_counts((j.rule.name for j in workflow.dag.needrun_jobs()), ENABLED), ENABLED),
+          file=sys.stderr)
+
+
+onsuccess:
+    if ENABLED and os.path.exists(f"{RESULTS}/summary.md"):
+        print(f"paperflow: done; every study's claims and verdicts: {RESULTS}/summary.md", file=sys.stderr)
