@@ -1,6 +1,6 @@
 # hashing: noisy-label injection + RFCMH robust cross-modal hashing (spec specs/hashing.md).
 # synth (synthetic packs only) -> prep -> noise (one job per dataset) -> train (one job per noise setting:
-# its seeds, or per run with `jobs.group_seeds: false`) -> evaluate (codes + mAP@all + chance level, one job per
+# its seeds, or per run with `jobs.group_seeds: false`) -> score (codes + mAP@all + chance level, one job per
 # dataset x code length) -> report
 # Stage functions: src/paperflow/hashing/stages.py; methods: src/paperflow/hashing/methods/ (the registry).
 import os
@@ -137,7 +137,7 @@ rule hashing_train:
 # Codes, mAP@all of every run of one dataset and code length, and the chance level of mAP@all: random codes
 # on the same query/database at the same code length (measured); the report calls a verdict "not testable"
 # when a model is within `claims.chance_margin` of it. The only rule that reads the test splits.
-rule hashing_evaluate:
+rule hashing_score:
     input:
         weights=lambda w: hashing_plan.weights_paths(config["hashing"], HASH_MODELS, w.hds, w.hbits),
         query=f"{HASH_DATA}/{{hds}}/query.npz",
@@ -149,16 +149,16 @@ rule hashing_evaluate:
     params:
         p=lambda w: as_json(hashing_plan.eval_params(config["hashing"], w.hds, w.hbits)),
     log:
-        "logs/hashing/evaluate/{hds}-L{hbits}.log",
+        "logs/hashing/score/{hds}-L{hbits}.log",
     benchmark:
-        "benchmarks/hashing/evaluate/{hds}-L{hbits}.tsv"
+        "benchmarks/hashing/score/{hds}-L{hbits}.tsv"
     threads: 1
     resources:
-        **stage_resources("hashing", "evaluate", mem_mb=2000, runtime=20),
+        **stage_resources("hashing", "score", mem_mb=2000, runtime=20),
     conda:
         "../envs/hashing.yaml"
     shell:
-        "paperflow hashing evaluate --params {params.p:q} --weights {input.weights} --query {input.query} "
+        "paperflow hashing score --params {params.p:q} --weights {input.weights} --query {input.query} "
         "--database {input.database} --out {output.evals} --codes {output.codes} --chance {output.chance} > {log} 2>&1"
 
 

@@ -39,7 +39,7 @@ def test_full_grid_config_covers_the_issue_grid():
 
 def test_jobs_group_a_noise_settings_seeds_and_paper_scale_keeps_one_run_per_job():
     """The tiny default trains a noise setting's seeds in one job (35 jobs for 105 runs); config/paper.yaml
-    keeps one GPU job per run; both plan every run exactly once, and the evaluate jobs cover every run."""
+    keeps one GPU job per run; both plan every run exactly once, and the score jobs cover every run."""
     from pathlib import Path
 
     from paperflow.core.config import load_config

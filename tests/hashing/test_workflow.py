@@ -45,7 +45,7 @@ def test_training_never_sees_test_splits(smk_run):
         assert not any(k.endswith(("query.npz", "database.npz")) for k in inputs), inputs
         assert sum("/noise/" in k for k in inputs) == 2  # labels only via the noise records
         assert not (m.parent / "ckpt").exists()  # the resumable state is removed once the weights exist
-    # one evaluate job per code length scores every run of it (and the weights it read are those of the runs)
+    # one score job per code length scores every run of it (and the weights it read are those of the runs)
     ev = json.loads((smk_run / "results/hashing/eval/synth/L16.json").read_text())
     assert [c["run"] for c in ev["cells"]] == sorted(m.parent.name for m in runs)
     for c in ev["cells"]:

@@ -136,7 +136,7 @@ def train_job_params(cfg: Mapping[str, Any], dataset: str, method: str, bits: in
 
 
 def eval_runs(cfg: Mapping[str, Any], dataset: str, bits: int | str) -> list[str]:
-    """The runs of one dataset at one code length (what one evaluate job scores), in plan order."""
+    """The runs of one dataset at one code length (what one score job evaluates), in plan order."""
     return [r["run"] for r in runs(cfg) if r["dataset"] == dataset and int(r["bits"]) == int(bits)]
 
 
@@ -146,7 +146,7 @@ def chance_params(cfg: Mapping[str, Any], bits: int | str) -> dict[str, Any]:
 
 
 def eval_params(cfg: Mapping[str, Any], dataset: str, bits: int | str) -> dict[str, Any]:
-    """One evaluate job: codes and mAP@all of every run of one dataset at one code length, and the
+    """One score job: codes and mAP@all of every run of one dataset at one code length, and the
     chance level (random codes) on the same query/database at that length."""
     return {"bits": int(bits), "selections": list(cfg["train"]["selections"]), "runs": eval_runs(cfg, dataset, bits),
             "chance": chance_params(cfg, bits)}
@@ -171,7 +171,7 @@ def pack_path(cfg: Mapping[str, Any], data_dir: str, dataset: str) -> str:
 
 
 def eval_bits(cfg: Mapping[str, Any]) -> list[tuple[str, int]]:
-    """(dataset, code length) of every evaluate job."""
+    """(dataset, code length) of every score job."""
     return sorted({(r["dataset"], int(r["bits"])) for r in runs(cfg)})
 
 

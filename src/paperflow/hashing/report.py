@@ -53,7 +53,7 @@ def collect(evals: Sequence[str | Path], selection: str) -> dict[tuple, dict[str
     per: dict[tuple, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
     for f in evals:
         doc = read_json(f)
-        for e in doc["cells"] if "cells" in doc else [doc]:  # an evaluate job's file holds every run of one length
+        for e in doc["cells"] if "cells" in doc else [doc]:  # a score job's file holds every run of one length
             tp = e["train_params"]
             key = (Path(f).parent.name, tp["method"], tp["bits"], tp["mode"], float(tp["rate"]))
             per[key].append((int(tp["seed"]), e))
@@ -548,7 +548,7 @@ def _body(V: Views, figs: list[Path]) -> str:
                       for b in V.bits_all for mode, r in [("sym", x) for x in V.sym_rates] +
                       [("asym", x) for x in V.asym_rates] if V.vals(ds, m, b, mode, r, "i2t")})
     lines = [f"Selection rule for every number below: `{sel}` (epoch and ε chosen on the validation split with "
-             "*noisy* labels; test labels are read only by `evaluate`). mAP@all, mean ± s.e. over seeds "
+             "*noisy* labels; test labels are read only by `score`). mAP@all, mean ± s.e. over seeds "
              f"(seeds per cell: {', '.join(map(str, n_seeds)) or '—'}; each seed pairs a noise seed with a training seed).",
              "Chance level: mAP@all of random codes on the same query/database (measured, `chance/`): " +
              "; ".join(f"{ds} {b}b {V.chance(ds, b):.3f}" for ds in V.datasets for b in V.bits_all

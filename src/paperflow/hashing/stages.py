@@ -152,7 +152,7 @@ def train(params: TrainJobParams, *, train: Path, val: Path, noise_train: list[P
 
 
 @stage(plan=plan.eval_params)
-def evaluate(params: EvalParams, *, weights: list[Path], query: Path, database: Path, out: Path, codes: Path,
+def score(params: EvalParams, *, weights: list[Path], query: Path, database: Path, out: Path, codes: Path,
              chance: Path) -> dict[str, Any]:
     """codes (packed sign bits) and mAP@all (I2T, T2I) of every run of one code length, and the chance level; the only stage that reads test labels"""
     import numpy as np
@@ -165,7 +165,7 @@ def evaluate(params: EvalParams, *, weights: list[Path], query: Path, database: 
     bits, runs = params["bits"], params["runs"]
     if len(weights) != len(runs):
         raise ValueError(f"{len(runs)} runs but {len(weights)} weights files")
-    with Stage("hashing.evaluate", config=params, outputs=[out, codes, chance],
+    with Stage("hashing.score", config=params, outputs=[out, codes, chance],
                inputs=[*weights, query, database]) as st:
         q, d = load_split(query), load_split(database)
         ql, dl = q["labels"], d["labels"]
