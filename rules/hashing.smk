@@ -1,5 +1,7 @@
 # hashing: noisy-label injection + RFCMH robust cross-modal hashing (spec specs/hashing.md).
-# synth (synthetic packs only) -> prep -> noise -> train -> quantize -> evaluate (+ chance) -> report
+# synth (synthetic packs only) -> prep -> noise (one job per dataset) -> train (one job per noise setting:
+# its seeds, or per run with `jobs.group_seeds: false`) -> score (codes + mAP@all + chance level, one job per
+# dataset x code length) -> report
 # Stage functions: src/paperflow/hashing/stages.py; methods: src/paperflow/hashing/methods/ (the registry).
 import os
 
@@ -9,6 +11,11 @@ from paperflow.hashing.methods import METHODS as HASHING_METHODS
 HASH_DATA = f"{config['data_dir']}/hashing"
 HASH_RES = f"{RESULTS}/hashing"
 HASH_MODELS = f"{config['models_dir']}/hashing"
+# a training job trains every seed of its noise setting (its outputs list them) or one seed (a wildcard)
+HASH_GROUP = config["hashing"]["jobs"]["group_seeds"]
+HASH_SEEDS = [str(s) for s in config["hashing"]["noise"]["seeds"]] if HASH_GROUP else ["{hseed}"]
+HASH_SEED_TAG = hashing_plan.seed_tag(HASH_SEEDS) if HASH_GROUP else "{hseed}"
+HASH_RUN = "{hmethod}-L{hbits}-{hmode}{hrate}"
 
 # The report stage's figures (src/paperflow/hashing/report.py): one mAP-vs-noise figure per dataset that has runs
 # and per configured checkpoint-selection rule.
@@ -74,22 +81,26 @@ rule hashing_prep:
 
 rule hashing_noise:
     input:
-        f"{HASH_DATA}/{{hds}}/{{hsplit}}.npz",
+        expand(f"{HASH_DATA}/{{{{hds}}}}/{{split}}.npz", split=["train", "val"]),
     output:
-        rec=f"{HASH_RES}/noise/{{hds}}/{{hsplit}}-{{hmode}}-r{{hrate}}-s{{hseed}}.npz",
-        side=f"{HASH_RES}/noise/{{hds}}/{{hsplit}}-{{hmode}}-r{{hrate}}-s{{hseed}}.json",
+        rec=[f"{HASH_RES}/noise/{{hds}}/{n}.npz" for n in hashing_plan.noise_names(config["hashing"])],
+        side=[f"{HASH_RES}/noise/{{hds}}/{n}.json" for n in hashing_plan.noise_names(config["hashing"])],
     params:
-        p=lambda w: as_json(hashing_plan.noise_params(config["hashing"], w.hmode, w.hrate, w.hseed)),
+        p=lambda w: as_json(hashing_plan.noise_params(config["hashing"], w.hds)),
+        split_dir=lambda w, input: os.path.dirname(input[0]),
+        outdir=lambda w, output: os.path.dirname(output.rec[0]),
     log:
-        "logs/hashing/noise/{hds}/{hsplit}-{hmode}-r{hrate}-s{hseed}.log",
+        "logs/hashing/noise/{hds}.log",
+    benchmark:
+        "benchmarks/hashing/noise/{hds}.tsv"
     threads: 1
     resources:
         **stage_resources("hashing", "noise", mem_mb=1000, runtime=10),
     conda:
         "../envs/hashing.yaml"
     shell:
-        "paperflow hashing noise --params {params.p:q} --split-file {input} --out {output.rec} "
-        "--sidecar {output.side} > {log} 2>&1"
+        "paperflow hashing noise --params {params.p:q} --split-dir {params.split_dir} --outdir {params.outdir} "
+        "> {log} 2>&1"
 
 
 # Test splits (query/database) are deliberately not inputs of training.
@@ -97,20 +108,20 @@ rule hashing_train:
     input:
         train=f"{HASH_DATA}/{{hds}}/train.npz",
         val=f"{HASH_DATA}/{{hds}}/val.npz",
-        noise_train=f"{HASH_RES}/noise/{{hds}}/train-{{hmode}}-r{{hrate}}-s{{hseed}}.npz",
-        noise_val=lambda w: hashing_plan.val_record(config["hashing"], RESULTS, w.hds, w.hmode, w.hrate, w.hseed),
+        noise_train=lambda w: hashing_plan.train_record_paths(config["hashing"], RESULTS, w.hds, w.hmode, w.hrate, w.get("hseed"), "train"),
+        noise_val=lambda w: hashing_plan.train_record_paths(config["hashing"], RESULTS, w.hds, w.hmode, w.hrate, w.get("hseed"), "val"),
     output:
-        weights=f"{HASH_MODELS}/{{hds}}/{{hmethod}}-L{{hbits}}-{{hmode}}{{hrate}}-s{{hseed}}/weights.npz",
-        log_jsonl=f"{HASH_MODELS}/{{hds}}/{{hmethod}}-L{{hbits}}-{{hmode}}{{hrate}}-s{{hseed}}/log.jsonl",
+        weights=[f"{HASH_MODELS}/{{hds}}/{HASH_RUN}-s{s}/weights.npz" for s in HASH_SEEDS],
+        log_jsonl=[f"{HASH_MODELS}/{{hds}}/{HASH_RUN}-s{s}/log.jsonl" for s in HASH_SEEDS],
     params:
-        p=lambda w: as_json(hashing_plan.train_params(config["hashing"], w.hds, w.hmethod, w.hbits, w.hmode, w.hrate, w.hseed)),
-        # resumable training state (core.checkpoint); not an output: it survives a killed job and is
-        # removed by the stage once the weights are written
-        ckpt=lambda w, output: os.path.join(os.path.dirname(output.weights), "ckpt"),
+        p=lambda w: as_json(hashing_plan.train_job_params(config["hashing"], w.hds, w.hmethod, w.hbits, w.hmode, w.hrate, w.get("hseed"))),
+        # resumable training state per run (core.checkpoint); not an output: it survives a killed job and is
+        # removed by the stage once the job's weights are written
+        ckpt=lambda w, output: [os.path.join(os.path.dirname(f), "ckpt") for f in output.weights],
     log:
-        "logs/hashing/train/{hds}/{hmethod}-L{hbits}-{hmode}{hrate}-s{hseed}.log",
+        f"logs/hashing/train/{{hds}}/{HASH_RUN}-s{HASH_SEED_TAG}.log",
     benchmark:
-        "benchmarks/hashing/train/{hds}/{hmethod}-L{hbits}-{hmode}{hrate}-s{hseed}.tsv"
+        f"benchmarks/hashing/train/{{hds}}/{HASH_RUN}-s{HASH_SEED_TAG}.tsv"
     threads: 1
     resources:
         **stage_resources("hashing", "train", mem_mb=2000, runtime=60),
@@ -123,70 +134,32 @@ rule hashing_train:
         "--log-jsonl {output.log_jsonl} --ckpt-dir {params.ckpt} > {log} 2>&1"
 
 
-rule hashing_quantize:
+# Codes, mAP@all of every run of one dataset and code length, and the chance level of mAP@all: random codes
+# on the same query/database at the same code length (measured); the report calls a verdict "not testable"
+# when a model is within `claims.chance_margin` of it. The only rule that reads the test splits.
+rule hashing_score:
     input:
-        weights=f"{HASH_MODELS}/{{hds}}/{{hmethod}}-L{{hbits}}-{{hmode}}{{hrate}}-s{{hseed}}/weights.npz",
+        weights=lambda w: hashing_plan.weights_paths(config["hashing"], HASH_MODELS, w.hds, w.hbits),
         query=f"{HASH_DATA}/{{hds}}/query.npz",
         database=f"{HASH_DATA}/{{hds}}/database.npz",
     output:
-        f"{HASH_RES}/codes/{{hds}}/{{hmethod}}-L{{hbits}}-{{hmode}}{{hrate}}-s{{hseed}}.npz",
+        evals=f"{HASH_RES}/eval/{{hds}}/L{{hbits}}.json",
+        codes=f"{HASH_RES}/codes/{{hds}}/L{{hbits}}.npz",
+        chance=f"{HASH_RES}/chance/{{hds}}-L{{hbits}}.json",
     params:
-        p=lambda w: as_json(hashing_plan.eval_params(config["hashing"], w.hbits)),
+        p=lambda w: as_json(hashing_plan.eval_params(config["hashing"], w.hds, w.hbits)),
     log:
-        "logs/hashing/quantize/{hds}/{hmethod}-L{hbits}-{hmode}{hrate}-s{hseed}.log",
+        "logs/hashing/score/{hds}-L{hbits}.log",
+    benchmark:
+        "benchmarks/hashing/score/{hds}-L{hbits}.tsv"
     threads: 1
     resources:
-        **stage_resources("hashing", "quantize", mem_mb=2000, runtime=10),
+        **stage_resources("hashing", "score", mem_mb=2000, runtime=20),
     conda:
         "../envs/hashing.yaml"
     shell:
-        "paperflow hashing quantize --params {params.p:q} --weights {input.weights} --query {input.query} "
-        "--database {input.database} --out {output} > {log} 2>&1"
-
-
-rule hashing_evaluate:
-    input:
-        codes=f"{HASH_RES}/codes/{{hds}}/{{hmethod}}-L{{hbits}}-{{hmode}}{{hrate}}-s{{hseed}}.npz",
-        weights=f"{HASH_MODELS}/{{hds}}/{{hmethod}}-L{{hbits}}-{{hmode}}{{hrate}}-s{{hseed}}/weights.npz",
-        query=f"{HASH_DATA}/{{hds}}/query.npz",
-        database=f"{HASH_DATA}/{{hds}}/database.npz",
-    output:
-        f"{HASH_RES}/eval/{{hds}}/{{hmethod}}-L{{hbits}}-{{hmode}}{{hrate}}-s{{hseed}}.json",
-    params:
-        p=lambda w: as_json(hashing_plan.eval_params(config["hashing"], w.hbits)),
-    log:
-        "logs/hashing/evaluate/{hds}/{hmethod}-L{hbits}-{hmode}{hrate}-s{hseed}.log",
-    threads: 1
-    resources:
-        **stage_resources("hashing", "evaluate", mem_mb=2000, runtime=10),
-    conda:
-        "../envs/hashing.yaml"
-    shell:
-        "paperflow hashing evaluate --params {params.p:q} --codes {input.codes} "
-        "--weights-manifest {input.weights}.manifest.json --query {input.query} --database {input.database} "
-        "--out {output} > {log} 2>&1"
-
-
-# Chance level of mAP@all: random codes on the same query/database at the same code length (measured);
-# the report calls a verdict "not testable" when a model is within `claims.chance_margin` of it.
-rule hashing_chance:
-    input:
-        query=f"{HASH_DATA}/{{hds}}/query.npz",
-        database=f"{HASH_DATA}/{{hds}}/database.npz",
-    output:
-        f"{HASH_RES}/chance/{{hds}}-L{{hbits}}.json",
-    params:
-        p=lambda w: as_json(hashing_plan.chance_params(config["hashing"], w.hbits)),
-    log:
-        "logs/hashing/chance/{hds}-L{hbits}.log",
-    threads: 1
-    resources:
-        **stage_resources("hashing", "chance", mem_mb=2000, runtime=20),
-    conda:
-        "../envs/hashing.yaml"
-    shell:
-        "paperflow hashing chance --params {params.p:q} --query {input.query} --database {input.database} "
-        "--out {output} > {log} 2>&1"
+        "paperflow hashing score --params {params.p:q} --weights {input.weights} --query {input.query} "
+        "--database {input.database} --out {output.evals} --codes {output.codes} --chance {output.chance} > {log} 2>&1"
 
 
 rule hashing_report:

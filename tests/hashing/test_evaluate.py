@@ -76,3 +76,17 @@ def test_both_directions_uses_cross_modal_codes():
     rand = np.packbits(rng.random((20, 8)) < 0.5, axis=1)
     m = both_directions({"q_img": good, "db_txt": good, "q_txt": rand, "db_img": rand}, lab, lab, 8)
     assert m["i2t"] == pytest.approx(1.0) and m["t2i"] < 0.9
+
+
+def test_auroc_equals_scikit_learn_with_ties():
+    """The reliability AUROC is computed without scikit-learn (a job no longer imports it for this);
+    it must equal roc_auc_score, ties included."""
+    from sklearn.metrics import roc_auc_score
+
+    from paperflow.hashing.train import _auroc
+
+    rng = np.random.default_rng(3)
+    for n, dec in [(7, 1), (300, 1), (2000, 3), (2000, 8)]:
+        score, pos = rng.random(n).round(dec), rng.random(n) < 0.7
+        assert _auroc(score, pos) == pytest.approx(roc_auc_score(pos, score), abs=1e-12)
+    assert _auroc(np.ones(5), np.ones(5, bool)) is None

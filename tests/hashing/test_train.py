@@ -9,7 +9,7 @@ from paperflow.core.config import load_config
 from paperflow.hashing import plan
 from paperflow.hashing.data import load_pack, save_split, write_synthetic_mat
 from paperflow.hashing.noise import make_record, write_record
-from paperflow.hashing.train import lr_at, train_run
+from paperflow.hashing.train import lr_at, train_job, train_run
 
 CFG = {"results_dir": "r", "data_dir": "d", "models_dir": "m",
        "hashing": {"enabled": True, "synthetic": {"n_train": 128, "n_test": 560, "d_img": 24, "d_txt": 16, "n_classes": 8},
@@ -61,6 +61,46 @@ def test_resume_after_stop_gives_identical_weights(setup, method, stop):
         assert np.array_equal(ref[k], w1[k]), k
     assert m1["selected"] == m_ref["selected"] and m1["epochs_run"] == m_ref["epochs_run"]
     assert (d / f"res_{method}.jsonl").read_text() == (d / f"{method}.jsonl").read_text()
+
+
+def test_job_of_two_runs_resumes_after_a_kill_in_its_second_run(setup):
+    """One training job trains a noise setting's seeds in one process. Killed in its second run (after the
+    first finished) and rerun after Snakemake removed the job's outputs: the first run is restored from the
+    copy the job keeps until it ends, the second resumes from its checkpoint; every array equals an
+    uninterrupted job's."""
+    d, cfg, _ = setup
+    cells = [plan.train_params(cfg, "synth", "plain", 16, "sym", "0.5", s) for s in (10, 11)]
+    assert cells[0]["train_seed"] != cells[1]["train_seed"]
+    recs = ([d / "train-rec.npz"] * 2, [d / "val-rec.npz"] * 2)
+
+    def job(tag, **kw):
+        outs, logs = [d / f"{tag}{i}.npz" for i in (0, 1)], [d / f"{tag}{i}.jsonl" for i in (0, 1)]
+        done = []
+        res = train_job(cells, d / "train.npz", d / "val.npz", *recs, outs, logs, on_done=lambda i, m: done.append(i), **kw)
+        return res, outs, logs, done
+
+    ref, ref_outs, ref_logs, done = job("jobref")
+    assert done == [0, 1] and [m["epochs_run"] for m in ref] == [3, 3]
+    ck = [d / f"jobck{i}" for i in (0, 1)]
+    res, outs, logs, done = job("job", ckpt_dirs=ck, stop_after=4)  # run 0 (3 epochs) done, run 1 killed after 1
+    assert res is None and done == [0] and outs[0].exists() and not outs[1].exists()
+    assert (ck[0] / "done" / "run.json").exists() and (ck[1] / "state.json").exists()
+    for f in (*outs, *logs):  # Snakemake removes an interrupted job's outputs before it reruns the job
+        f.unlink(missing_ok=True)
+    res, outs, logs, done = job("job", ckpt_dirs=ck)
+    assert done == [0, 1] and not any(c.exists() for c in ck)
+    assert [m["selected"] for m in res] == [m["selected"] for m in ref]
+    for a, b in zip(ref_outs + ref_logs, outs + logs, strict=True):
+        assert a.stat().st_size > 0 and (a.suffix != ".jsonl" or a.read_text() == b.read_text())
+    for a, b in zip(ref_outs, outs, strict=True):
+        with np.load(a) as za, np.load(b) as zb:
+            assert set(za.files) == set(zb.files) and all(np.array_equal(za[k], zb[k]) for k in za.files)
+    # a different parameter set is not restored from a stale copy
+    from paperflow.hashing.train import _keep_done, _restore_done
+
+    _keep_done(d / "stale", cells[0], ref_outs[0], ref_logs[0], ref[0])
+    assert _restore_done(d / "stale", cells[1], d / "x.npz", d / "x.jsonl") is None
+    assert _restore_done(d / "stale", cells[0], d / "x.npz", d / "x.jsonl")["selected"] == ref[0]["selected"]
 
 
 _REF: dict = {}

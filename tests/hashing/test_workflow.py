@@ -45,5 +45,12 @@ def test_training_never_sees_test_splits(smk_run):
         assert not any(k.endswith(("query.npz", "database.npz")) for k in inputs), inputs
         assert sum("/noise/" in k for k in inputs) == 2  # labels only via the noise records
         assert not (m.parent / "ckpt").exists()  # the resumable state is removed once the weights exist
-    ev = json.loads(next((smk_run / "results/hashing/eval/synth").glob("rfcmh-*.json")).read_text())
-    assert set(ev["selections"]) == {"noisy_val", "clean_val", "last"}
+    # one score job per code length scores every run of it (and the weights it read are those of the runs)
+    ev = json.loads((smk_run / "results/hashing/eval/synth/L16.json").read_text())
+    assert [c["run"] for c in ev["cells"]] == sorted(m.parent.name for m in runs)
+    for c in ev["cells"]:
+        assert set(c["selections"]) == {"noisy_val", "clean_val", "last"}
+        assert c["train_params"]["seed"] == 10 and c["run"].endswith("-s10")
+    with np.load(smk_run / "results/hashing/codes/synth/L16.npz") as z:
+        assert {k.split("/")[0] for k in z.files} == {c["run"] for c in ev["cells"]}
+        assert z["rfcmh-L16-sym0.5-s10/noisy_val/q_img"].shape[1] * 8 == 16

@@ -22,20 +22,25 @@ def unpack_pm1(packed: np.ndarray, bits: int) -> np.ndarray:
 
 
 def hamming(q_packed: np.ndarray, db_packed: np.ndarray, bits: int) -> np.ndarray:
-    """(nq, ndb) Hamming distances via ±1 inner products: d = (L − b_q·b_d) / 2."""
-    bq, bd = unpack_pm1(q_packed, bits), unpack_pm1(db_packed, bits)
-    return (bits - bq @ bd.T) // 2
+    """(nq, ndb) Hamming distances via ±1 inner products: d = (L − b_q·b_d) / 2.
+
+    The products run in float32 (BLAS; exact: |b_q·b_d| ≤ L ≪ 2^24) and the distances come back as the
+    smallest unsigned integer type that holds L, so that the stable sort in `map_at_all` is numpy's radix sort."""
+    bq = unpack_pm1(q_packed, bits).astype(np.float32)
+    bd = unpack_pm1(db_packed, bits).astype(np.float32)
+    return ((bits - bq @ bd.T) / 2).astype(np.uint8 if bits <= 255 else np.uint16)
 
 
 def map_at_all(q_packed: np.ndarray, db_packed: np.ndarray, q_labels: np.ndarray, db_labels: np.ndarray,
                bits: int) -> float:
-    """Vectorised mAP@all."""
+    """Vectorised mAP@all (ranking: Hamming distance, ties by database index; relevance: a shared label)."""
     D = hamming(q_packed, db_packed, bits)
     order = np.argsort(D, axis=1, kind="stable")
-    rel = (q_labels.astype(np.int32) @ db_labels.astype(np.int32).T) > 0
+    # label overlap in float32 BLAS (exact: counts <= K); > 0 = at least one shared label
+    rel = (q_labels.astype(np.float32) @ db_labels.astype(np.float32).T) > 0
     rel_sorted = np.take_along_axis(rel, order, axis=1)
     R = rel_sorted.sum(1)
-    cum = np.cumsum(rel_sorted, axis=1)
+    cum = np.cumsum(rel_sorted, axis=1, dtype=np.int32)
     ranks = np.arange(1, rel.shape[1] + 1)[None, :]
     ap_num = (rel_sorted * cum / ranks).sum(1)
     ok = R > 0

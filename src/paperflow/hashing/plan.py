@@ -59,6 +59,26 @@ def runs(cfg: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def train_jobs(cfg: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The training jobs: one per dataset x method x code length x noise setting, holding that setting's
+    seeds (`jobs.group_seeds`, the tiny default: one process trains the seeds one after the other, so the
+    interpreter, torch and accelerate start once), or one per seed (`group_seeds: false`, config/paper.yaml:
+    one GPU job per run)."""
+    out: list[dict[str, Any]] = []
+    for r in runs(cfg):
+        key = {k: r[k] for k in ("dataset", "method", "bits", "mode", "rate")}
+        if cfg["jobs"]["group_seeds"] and out and {k: out[-1][k] for k in key} == key:
+            out[-1]["seeds"].append(r["seed"])
+        else:
+            out.append({**key, "seeds": [r["seed"]]})
+    return out
+
+
+def seed_tag(seeds: list[int] | list[str]) -> str:
+    """The seeds of one training job as they appear in its log and benchmark names (`10-11-12`)."""
+    return "-".join(str(int(s)) for s in seeds)
+
+
 def noise_records(cfg: Mapping[str, Any]) -> list[tuple[str, str, str, str, int]]:
     """(dataset, split, mode, rate, seed) of every record the runs need."""
     recs = set()
@@ -81,8 +101,19 @@ def prep_params(cfg: Mapping[str, Any], dataset: str) -> dict[str, Any]:
     return {"format": d["format"], "n_train_ml": d["n_train_ml"], "n_val_ml": d["n_val_ml"], "split_seed": 0}
 
 
-def noise_params(cfg: Mapping[str, Any], mode: str, rate: str, seed: int | str) -> dict[str, Any]:
-    return {"mode": mode, "rate": float(rate), "seed": int(seed)}
+def record_name(split: str, mode: str, rate: str, seed: int | str) -> str:
+    return f"{split}-{mode}-r{rate}-s{int(seed)}"
+
+
+def noise_names(cfg: Mapping[str, Any]) -> list[str]:
+    """Names of the noise records of one dataset (the same for every dataset: the runs do not depend on it)."""
+    return sorted({record_name(sp, m, r, s) for _, sp, m, r, s in noise_records(cfg)})
+
+
+def noise_params(cfg: Mapping[str, Any], dataset: str) -> dict[str, Any]:
+    """One job per dataset writes every noise record its runs need (`{split}-{mode}-r{rate}-s{seed}`)."""
+    return {"records": [{"name": record_name(sp, m, r, s), "split": sp, "mode": m, "rate": float(r), "seed": int(s)}
+                        for ds, sp, m, r, s in noise_records(cfg) if ds == dataset]}
 
 
 def train_params(cfg: Mapping[str, Any], dataset: str, method: str, bits: int | str, mode: str, rate: str,
@@ -96,13 +127,29 @@ def train_params(cfg: Mapping[str, Any], dataset: str, method: str, bits: int | 
             "method_params": get_method(method).params(cfg)}
 
 
-def eval_params(cfg: Mapping[str, Any], bits: int | str) -> dict[str, Any]:
-    return {"bits": int(bits), "selections": list(cfg["train"]["selections"])}
+def train_job_params(cfg: Mapping[str, Any], dataset: str, method: str, bits: int | str, mode: str, rate: str,
+                     seed: int | str | None = None) -> dict[str, Any]:
+    """One training job: the parameters of each run it trains (`train_params`, one per seed: every seed of
+    the noise setting, or only `seed`)."""
+    seeds = [seed] if seed not in (None, "") else list(cfg["noise"]["seeds"])
+    return {"cells": [train_params(cfg, dataset, method, bits, mode, rate, s) for s in seeds]}
+
+
+def eval_runs(cfg: Mapping[str, Any], dataset: str, bits: int | str) -> list[str]:
+    """The runs of one dataset at one code length (what one score job evaluates), in plan order."""
+    return [r["run"] for r in runs(cfg) if r["dataset"] == dataset and int(r["bits"]) == int(bits)]
 
 
 def chance_params(cfg: Mapping[str, Any], bits: int | str) -> dict[str, Any]:
     """Random-code baseline of one code length: `draws` seeded draws of uniform random ±1 codes."""
     return {"bits": int(bits), "draws": int(cfg["claims"]["chance_draws"]), "seed": 0}
+
+
+def eval_params(cfg: Mapping[str, Any], dataset: str, bits: int | str) -> dict[str, Any]:
+    """One score job: codes and mAP@all of every run of one dataset at one code length, and the
+    chance level (random codes) on the same query/database at that length."""
+    return {"bits": int(bits), "selections": list(cfg["train"]["selections"]), "runs": eval_runs(cfg, dataset, bits),
+            "chance": chance_params(cfg, bits)}
 
 
 def report_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -123,18 +170,32 @@ def pack_path(cfg: Mapping[str, Any], data_dir: str, dataset: str) -> str:
     return f"{data_dir}/hashing/raw/{dataset}.mat" if d.get("synthetic", False) else d["path"]
 
 
+def eval_bits(cfg: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """(dataset, code length) of every score job."""
+    return sorted({(r["dataset"], int(r["bits"])) for r in runs(cfg)})
+
+
 def eval_paths(cfg: Mapping[str, Any], results: str) -> list[str]:
-    return [f"{results}/hashing/eval/{r['dataset']}/{r['run']}.json" for r in runs(cfg)]
+    return [f"{results}/hashing/eval/{ds}/L{b}.json" for ds, b in eval_bits(cfg)]
 
 
 def sidecar_paths(cfg: Mapping[str, Any], results: str) -> list[str]:
-    return [f"{results}/hashing/noise/{ds}/{sp}-{m}-r{r}-s{s}.json" for ds, sp, m, r, s in noise_records(cfg)]
+    return [f"{results}/hashing/noise/{ds}/{record_name(sp, m, r, s)}.json" for ds, sp, m, r, s in noise_records(cfg)]
+
+
+def weights_paths(cfg: Mapping[str, Any], models: str, dataset: str, bits: int | str) -> list[str]:
+    return [f"{models}/{dataset}/{run}/weights.npz" for run in eval_runs(cfg, dataset, bits)]
+
+
+def train_record_paths(cfg: Mapping[str, Any], results: str, dataset: str, mode: str, rate: str, seed: int | str | None,
+                       split: str) -> list[str]:
+    """The noise records (`split` train or val) one training job reads, in the order of its seeds."""
+    seeds = [seed] if seed not in (None, "") else list(cfg["noise"]["seeds"])
+    off = cfg["noise"]["val_seed_offset"] if split == "val" else 0
+    return [f"{results}/hashing/noise/{dataset}/{record_name(split, mode, rate, int(s) + off)}.npz" for s in seeds]
 
 
 def chance_paths(cfg: Mapping[str, Any], results: str) -> list[str]:
     return [f"{results}/hashing/chance/{ds}-L{b}.json" for ds in sorted({r["dataset"] for r in runs(cfg)})
             for b in sorted({r["bits"] for r in runs(cfg) if r["dataset"] == ds})]
 
-
-def val_record(cfg: Mapping[str, Any], results: str, dataset: str, mode: str, rate: str, seed: int | str) -> str:
-    return f"{results}/hashing/noise/{dataset}/val-{mode}-r{rate}-s{int(seed) + cfg['noise']['val_seed_offset']}.npz"

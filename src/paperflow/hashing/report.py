@@ -52,10 +52,11 @@ def collect(evals: Sequence[str | Path], selection: str) -> dict[tuple, dict[str
     """(dataset, method, bits, mode, rate) -> {'i2t': [per seed], 't2i': [...], 'mean': [...], ...}, seeds ascending."""
     per: dict[tuple, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
     for f in evals:
-        e = read_json(f)
-        tp = e["train_params"]
-        key = (Path(f).parent.name, tp["method"], tp["bits"], tp["mode"], float(tp["rate"]))
-        per[key].append((int(tp["seed"]), e))
+        doc = read_json(f)
+        for e in doc["cells"] if "cells" in doc else [doc]:  # a score job's file holds every run of one length
+            tp = e["train_params"]
+            key = (Path(f).parent.name, tp["method"], tp["bits"], tp["mode"], float(tp["rate"]))
+            per[key].append((int(tp["seed"]), e))
     out: dict[tuple, dict[str, list[float]]] = {}
     for key, items in per.items():
         v: dict[str, list[Any]] = defaultdict(list)
@@ -157,6 +158,8 @@ def build_report(prm: Mapping[str, Any], evals: Sequence[str | Path], sidecars: 
     with Stage("hashing.report", config=dict(prm), outputs=[metrics_path], inputs=list(evals)) as st:
         write_json(metrics_path, metrics)
         st.metrics["n_evals"] = len(evals)
+        st.metrics["n_runs"] = sum(len(r["seeds"]) for r in metrics["runs_table"]
+                                   if r["selection"] == metrics["primary_selection"])
     V = Views(metrics)
     figs: list[Path] = []
     for ds in V.datasets:
@@ -545,7 +548,7 @@ def _body(V: Views, figs: list[Path]) -> str:
                       for b in V.bits_all for mode, r in [("sym", x) for x in V.sym_rates] +
                       [("asym", x) for x in V.asym_rates] if V.vals(ds, m, b, mode, r, "i2t")})
     lines = [f"Selection rule for every number below: `{sel}` (epoch and ε chosen on the validation split with "
-             "*noisy* labels; test labels are read only by `evaluate`). mAP@all, mean ± s.e. over seeds "
+             "*noisy* labels; test labels are read only by `score`). mAP@all, mean ± s.e. over seeds "
              f"(seeds per cell: {', '.join(map(str, n_seeds)) or '—'}; each seed pairs a noise seed with a training seed).",
              "Chance level: mAP@all of random codes on the same query/database (measured, `chance/`): " +
              "; ".join(f"{ds} {b}b {V.chance(ds, b):.3f}" for ds in V.datasets for b in V.bits_all

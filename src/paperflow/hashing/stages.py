@@ -2,7 +2,7 @@
 
 Each stage is a plain function with explicit paths and a typed parameters object; `paperflow hashing
 <stage>` is generated from it by `paperflow.core.cli`. Rules pass `--params JSON`; by hand, pass
-`--config FILE` plus the job's coordinates (`--dataset --method --bits --mode --rate --seed`) and the
+`--config FILE` plus the job's coordinates (`--dataset --method --bits --mode --rate [--seed]`) and the
 same planning functions (`plan.py`) derive the parameters. Spec: specs/hashing.md.
 """
 
@@ -30,10 +30,16 @@ class PrepParams(TypedDict):
     split_seed: int
 
 
-class NoiseParams(TypedDict):
+class NoiseRecord(TypedDict):
+    name: str
+    split: str
     mode: str
     rate: float
     seed: int
+
+
+class NoiseParams(TypedDict):
+    records: list[NoiseRecord]
 
 
 class TrainParams(TypedDict):
@@ -49,15 +55,21 @@ class TrainParams(TypedDict):
     method_params: dict[str, Any]
 
 
-class EvalParams(TypedDict):
-    bits: int
-    selections: list[str]
+class TrainJobParams(TypedDict):
+    cells: list[TrainParams]
 
 
 class ChanceParams(TypedDict):
     bits: int
     draws: int
     seed: int
+
+
+class EvalParams(TypedDict):
+    bits: int
+    selections: list[str]
+    runs: list[str]
+    chance: ChanceParams
 
 
 class ReportParams(TypedDict):
@@ -97,109 +109,96 @@ def prep(params: PrepParams, *, pack: Path, outdir: Path) -> None:
 
 
 @stage(plan=plan.noise_params)
-def noise(params: NoiseParams, *, split_file: Path, out: Path, sidecar: Path) -> dict[str, Any]:
-    """inject label noise into one split; write noisy labels + flip record (.npz + .json)"""
+def noise(params: NoiseParams, *, split_dir: Path, outdir: Path) -> list[dict[str, Any]]:
+    """inject label noise: every record one dataset's runs need (noisy labels + flip record, .npz + .json each)"""
     import numpy as np
 
     from paperflow.core.io import Stage
     from paperflow.hashing.noise import make_record, verify_record, write_record
 
-    with Stage("hashing.noise", config=params, outputs=[out, sidecar], inputs=[split_file],
-               seed=params["seed"]) as st:
-        with np.load(split_file, allow_pickle=False) as z:
-            clean = z["labels"]
-        arrays, side = make_record(clean, params["rate"], params["mode"], params["seed"])
-        write_record(out, sidecar, arrays, side)
-        verify_record(out, side)
-        st.metrics.update({k: side[k] for k in ("n_picked", "n_changed", "realized_rate", "entry_flip_rate")})
-    return side
+    sides = []
+    for r in params["records"]:
+        split_file = split_dir / f"{r['split']}.npz"
+        out, sidecar = outdir / f"{r['name']}.npz", outdir / f"{r['name']}.json"
+        cfg = {"mode": r["mode"], "rate": float(r["rate"]), "seed": int(r["seed"])}
+        with Stage("hashing.noise", config=cfg, outputs=[out, sidecar], inputs=[split_file], seed=cfg["seed"]) as st:
+            with np.load(split_file, allow_pickle=False) as z:
+                clean = z["labels"]
+            arrays, side = make_record(clean, cfg["rate"], cfg["mode"], cfg["seed"])
+            write_record(out, sidecar, arrays, side)
+            verify_record(out, side)
+            st.metrics.update({k: side[k] for k in ("n_picked", "n_changed", "realized_rate", "entry_flip_rate")})
+        sides.append(side)
+    return sides
 
 
-@stage(plan=plan.train_params)
-def train(params: TrainParams, *, train: Path, val: Path, noise_train: Path, noise_val: Path, out: Path,
-          log_jsonl: Path, ckpt_dir: Path | None = None) -> dict[str, Any] | None:
-    """train one run (accelerate-aware; rank 0 writes); labels only from noise records; resumes from --ckpt-dir"""
+@stage(plan=plan.train_job_params)
+def train(params: TrainJobParams, *, train: Path, val: Path, noise_train: list[Path], noise_val: list[Path],
+          out: list[Path], log_jsonl: list[Path], ckpt_dir: list[Path] = [],  # noqa: B006
+          stop_after: int | None = None) -> list[dict[str, Any]] | None:
+    """train the runs of one job (a noise setting's seeds, or one run) in one process; accelerate-aware (rank 0 writes); labels only from noise records; resumable"""
     from paperflow.core.io import Stage
-    from paperflow.hashing.train import train_run
+    from paperflow.hashing.train import train_job
 
-    metrics = train_run(params, train, val, noise_train, noise_val, out, log_jsonl, ckpt_dir=ckpt_dir)
-    if metrics is None:  # not the main process
-        return None
-    with Stage("hashing.train", config=params, outputs=[out], inputs=[train, val, noise_train, noise_val],
-               seed=params["train_seed"]) as st:
-        st.metrics.update(metrics)
-    return metrics
+    cells = params["cells"]
+
+    def manifest(i: int, metrics: dict[str, Any]) -> None:  # one manifest per run, as a one-run job writes it
+        with Stage("hashing.train", config=cells[i], outputs=[out[i]], inputs=[train, val, noise_train[i], noise_val[i]],
+                   seed=cells[i]["train_seed"]) as st:
+            st.metrics.update(metrics)
+
+    return train_job(cells, train, val, noise_train, noise_val, out, log_jsonl, ckpt_dirs=ckpt_dir or None,
+                     stop_after=stop_after, on_done=manifest)
 
 
 @stage(plan=plan.eval_params)
-def quantize(params: EvalParams, *, weights: Path, query: Path, database: Path, out: Path) -> None:
-    """sign codes (packed bits) of the query/database splits for each selection rule"""
+def score(params: EvalParams, *, weights: list[Path], query: Path, database: Path, out: Path, codes: Path,
+             chance: Path) -> dict[str, Any]:
+    """codes (packed sign bits) and mAP@all (I2T, T2I) of every run of one code length, and the chance level; the only stage that reads test labels"""
     import numpy as np
 
-    from paperflow.core.io import Stage, atomic_path
+    from paperflow.core.io import Stage, atomic_path, read_json, write_json
     from paperflow.hashing.data import load_split
-    from paperflow.hashing.evaluate import to_bits
+    from paperflow.hashing.evaluate import both_directions, random_code_map, to_bits
     from paperflow.hashing.model import numpy_forward
 
-    with Stage("hashing.quantize", config=params, outputs=[out], inputs=[weights, query, database]):
-        q = load_split(query, with_labels=False)
-        d = load_split(database, with_labels=False)
-        with np.load(weights, allow_pickle=False) as z:
-            allw = {k: z[k] for k in z.files}
-        codes: dict[str, Any] = {}
-        for sel in params["selections"]:
-            w = {k.split("/", 1)[1]: v for k, v in allw.items() if k.startswith(sel + "/")}
-            codes[f"{sel}/q_img"] = to_bits(numpy_forward(w, "img", q["img"]))
-            codes[f"{sel}/q_txt"] = to_bits(numpy_forward(w, "txt", q["txt"]))
-            codes[f"{sel}/db_img"] = to_bits(numpy_forward(w, "img", d["img"]))
-            codes[f"{sel}/db_txt"] = to_bits(numpy_forward(w, "txt", d["txt"]))
-            if codes[f"{sel}/q_img"].shape[1] * 8 != params["bits"]:
-                raise ValueError(f"{weights}: {sel} codes are not {params['bits']} bits")
-        with atomic_path(out) as tmp:
+    bits, runs = params["bits"], params["runs"]
+    if len(weights) != len(runs):
+        raise ValueError(f"{len(runs)} runs but {len(weights)} weights files")
+    with Stage("hashing.score", config=params, outputs=[out, codes, chance],
+               inputs=[*weights, query, database]) as st:
+        q, d = load_split(query), load_split(database)
+        ql, dl = q["labels"], d["labels"]
+        all_codes: dict[str, Any] = {}
+        cells = []
+        for run, wf in zip(runs, weights, strict=True):
+            if wf.parent.name != run:
+                raise ValueError(f"{wf} is not the weights of run {run}")
+            man = read_json(Path(f"{wf}.manifest.json"))
+            with np.load(wf, allow_pickle=False) as z:
+                allw = {k: z[k] for k in z.files}
+            cell: dict[str, Any] = {"run": run, "train_params": man["config"], "selections": {}}
+            for sel in params["selections"]:
+                w = {k.split("/", 1)[1]: v for k, v in allw.items() if k.startswith(sel + "/")}
+                c = {"q_img": to_bits(numpy_forward(w, "img", q["img"])), "q_txt": to_bits(numpy_forward(w, "txt", q["txt"])),
+                     "db_img": to_bits(numpy_forward(w, "img", d["img"])), "db_txt": to_bits(numpy_forward(w, "txt", d["txt"]))}
+                if c["q_img"].shape[1] * 8 != bits:
+                    raise ValueError(f"{wf}: {sel} codes are not {bits} bits")
+                all_codes.update({f"{run}/{sel}/{k}": v for k, v in c.items()})
+                m = both_directions(c, ql, dl, bits)
+                cell["selections"][sel] = {**m, **man["metrics"]["selected"][sel]}
+            cell["diagnostics"] = {k: v for k, v in man["metrics"].items() if k != "selected"}
+            cells.append(cell)
+            st.metrics[run] = {s: {k: cell["selections"][s][k] for k in ("i2t", "t2i")} for s in params["selections"]}
+        with atomic_path(codes) as tmp:
             with open(tmp, "wb") as fh:
-                np.savez(fh, **codes)
-
-
-@stage(plan=plan.eval_params)
-def evaluate(params: EvalParams, *, codes: Path, weights_manifest: Path, query: Path, database: Path,
-             out: Path) -> dict[str, Any]:
-    """mAP@all (I2T, T2I) of one run's codes; the only stage that reads test labels"""
-    import numpy as np
-
-    from paperflow.core.io import Stage, read_json, write_json
-    from paperflow.hashing.data import load_split
-    from paperflow.hashing.evaluate import both_directions
-
-    with Stage("hashing.evaluate", config=params, outputs=[out], inputs=[codes, query, database]) as st:
-        ql = load_split(query)["labels"]
-        dl = load_split(database)["labels"]
-        man = read_json(weights_manifest)
-        with np.load(codes, allow_pickle=False) as z:
-            c_all = {k: z[k] for k in z.files}
-        res: dict[str, Any] = {"train_params": man["config"], "selections": {}}
-        for sel in params["selections"]:
-            c = {k.split("/", 1)[1]: v for k, v in c_all.items() if k.startswith(sel + "/")}
-            m = both_directions(c, ql, dl, params["bits"])
-            res["selections"][sel] = {**m, **man["metrics"]["selected"][sel]}
-            st.metrics[sel] = m
-        res["diagnostics"] = {k: v for k, v in man["metrics"].items() if k != "selected"}
+                np.savez(fh, **all_codes)
+        res = {"bits": bits, "cells": cells}
         write_json(out, res)
-    return res
-
-
-@stage(plan=plan.chance_params)
-def chance(params: ChanceParams, *, query: Path, database: Path, out: Path) -> dict[str, Any]:
-    """mAP@all of random codes on one dataset's query/database at one code length (the chance baseline)"""
-    from paperflow.core.io import Stage, write_json
-    from paperflow.hashing.data import load_split
-    from paperflow.hashing.evaluate import random_code_map
-
-    with Stage("hashing.chance", config=params, outputs=[out], inputs=[query, database], seed=params["seed"]) as st:
-        ql = load_split(query)["labels"]
-        dl = load_split(database)["labels"]
-        res = random_code_map(ql, dl, params["bits"], params["draws"], params["seed"])
-        write_json(out, res)
-        st.metrics.update({k: res[k] for k in ("mean", "max", "n_query", "n_database")})
+        cp = params["chance"]
+        ch = random_code_map(ql, dl, cp["bits"], cp["draws"], cp["seed"])
+        write_json(chance, ch)
+        st.metrics["chance"] = {k: ch[k] for k in ("mean", "max", "n_query", "n_database")}
     return res
 
 

@@ -44,11 +44,43 @@ def lr_at(epoch: int, tr: Mapping[str, Any]) -> float:
 
 
 def _auroc(score: np.ndarray, positive: np.ndarray) -> float | None:
-    if positive.all() or not positive.any():
+    """Area under the ROC curve of `score` for the `positive` class: the Mann-Whitney statistic with
+    average ranks for ties (what `sklearn.metrics.roc_auc_score` computes; numpy only, so that a job does
+    not import scikit-learn and scipy.stats for it); None when one class is empty."""
+    positive = np.asarray(positive, bool)
+    n_pos = int(positive.sum())
+    n_neg = positive.size - n_pos
+    if n_pos == 0 or n_neg == 0:
         return None
-    from sklearn.metrics import roc_auc_score
+    _, inv, counts = np.unique(np.asarray(score, np.float64), return_inverse=True, return_counts=True)
+    before = np.cumsum(counts) - counts                 # items strictly below each distinct value
+    avg_rank = before + (counts + 1) / 2.0               # 1-based average rank of each distinct value
+    u = float(avg_rank[inv.ravel()][positive].sum()) - n_pos * (n_pos + 1) / 2.0
+    return u / (n_pos * n_neg)
 
-    return float(roc_auc_score(positive, score))
+
+def _batched_tensors_class() -> Any:
+    import torch
+
+    class BatchedTensors(torch.utils.data.TensorDataset):
+        """A TensorDataset that the DataLoader indexes once per batch (`__getitems__`) instead of once per
+        item followed by `torch.stack`: the same sampler, the same rows in the same order, ≈ 6% of a run's time
+        saved."""
+
+        def __getitems__(self, idx: list[int]) -> tuple[Any, ...]:
+            index = torch.as_tensor(idx, dtype=torch.long)
+            return tuple(t[index] for t in self.tensors)
+
+    return BatchedTensors
+
+
+def _BatchedTensors(*tensors: Any) -> Any:  # noqa: N802 (a class built lazily: torch is imported inside functions)
+    return _batched_tensors_class()(*tensors)
+
+
+def _as_batch(batch: Any) -> Any:
+    """collate_fn for `_BatchedTensors`: the batch is already stacked."""
+    return batch
 
 
 class _Bundle:
@@ -94,10 +126,11 @@ def _pack_best(best: Mapping[str, tuple[float, int, Any]]) -> dict[str, list[flo
 
 def train_run(p: Mapping[str, Any], train_path: str | Path, val_path: str | Path, rec_train: str | Path,
               rec_val: str | Path, out: str | Path, log_path: str | Path, ckpt_dir: str | Path | None = None,
-              stop_after: int | None = None) -> dict[str, Any] | None:
+              stop_after: int | None = None, status: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """Train one run; returns the metrics dict on the main process (None elsewhere, and None when
     `stop_after` epochs (counted over every candidate) have run: the job then stops after its checkpoint,
-    as a killed job would, and writes no outputs). With `ckpt_dir`, resumes from a checkpoint there."""
+    as a killed job would, and writes no outputs). With `ckpt_dir`, resumes from a checkpoint there.
+    `status` (a dict, optional) receives `main` (this is the main process), `stopped` and `epochs_trained`."""
     import torch
     from accelerate import Accelerator
 
@@ -112,6 +145,8 @@ def train_run(p: Mapping[str, Any], train_path: str | Path, val_path: str | Path
 
     acc = Accelerator(cpu=not torch.cuda.is_available())
     t0 = time.perf_counter()
+    status = {} if status is None else status
+    status.update(main=acc.is_main_process, stopped=False, epochs_trained=0)
 
     tr_split = load_split(train_path, with_labels=False)  # clean labels never loaded here
     va_split = load_split(val_path, with_labels=True)     # clean val labels: `clean_val` rule only
@@ -165,10 +200,10 @@ def train_run(p: Mapping[str, Any], train_path: str | Path, val_path: str | Path
         seed_everything(int(p["train_seed"]))
         net = M.HashNet(x_img.shape[1], x_txt.shape[1], tr["hidden"], p["bits"], K, int(p["train_seed"]))
         opt = torch.optim.Adam(net.parameters(), lr=tr["lr"], betas=(0.9, 0.999), weight_decay=mp["weight_decay"])
-        ds = torch.utils.data.TensorDataset(x_img, x_txt, y_t, torch.arange(len(y_t)))
+        ds = _BatchedTensors(x_img, x_txt, y_t, torch.arange(len(y_t)))
         gen = torch.Generator().manual_seed(int(p["train_seed"]))
         loader = torch.utils.data.DataLoader(ds, batch_size=tr["batch_size"], shuffle=True, drop_last=True,
-                                             generator=gen)
+                                             generator=gen, collate_fn=_as_batch)
         net, opt, loader = acc.prepare(net, opt, loader)
         raw = acc.unwrap_model(net)
         W = raw.W
@@ -221,6 +256,7 @@ def train_run(p: Mapping[str, Any], train_path: str | Path, val_path: str | Path
             if acc.is_main_process:
                 log.info(json.dumps(rec))
             epochs_run += 1
+            status["epochs_trained"] = epochs_run
             last_of_cand = epoch == tr["epochs"]
             if ckpt_dir is not None and not last_of_cand and (epoch % tr["ckpt_every"] == 0 or stop_after == epochs_run):
                 if acc.is_main_process:
@@ -231,6 +267,7 @@ def train_run(p: Mapping[str, Any], train_path: str | Path, val_path: str | Path
                                "epoch_log": epoch_log})
                 acc.wait_for_everyone()
             if stop_after is not None and epochs_run >= stop_after:
+                status["stopped"] = True
                 return None
         best["last"] = (epoch_log[-1]["noisy_val"], tr["epochs"], export(raw))
         candidates.append((cand, best))
@@ -273,6 +310,88 @@ def train_run(p: Mapping[str, Any], train_path: str | Path, val_path: str | Path
     if ckpt_dir is not None:
         shutil.rmtree(ckpt_dir, ignore_errors=True)  # finished: the outputs supersede the checkpoint
     return metrics
+
+
+def train_job(cells: list[Mapping[str, Any]], train_path: str | Path, val_path: str | Path,
+              rec_train: list[str | Path], rec_val: list[str | Path], outs: list[str | Path], logs: list[str | Path],
+              ckpt_dirs: list[str | Path] | None = None, stop_after: int | None = None,
+              on_done: Any = None) -> list[dict[str, Any]] | None:
+    """Train the runs of one job one after the other in this process (the interpreter, torch and accelerate
+    start once per job, not once per run); run i reads `rec_train[i]`/`rec_val[i]` and writes `outs[i]`,
+    `logs[i]`; `on_done(i, metrics)` runs on the main process after each run's outputs exist (the stage writes
+    the run's manifest there).
+
+    Resumable across runs: with `ckpt_dirs`, run i checkpoints into `ckpt_dirs[i]` (see `train_run`), and once
+    it has finished a copy of its outputs and metrics is kept in `ckpt_dirs[i]/done/` until the whole job
+    has finished, so a rerun of an interrupted job restores the finished runs (same parameters only) and
+    resumes the interrupted one from its checkpoint. `stop_after` counts epochs over the whole job (tests: a
+    job killed in its second run). Returns every run's metrics on the main process, else None."""
+    import gc
+
+    import accelerate  # noqa: F401  (imported before the freeze below)
+    import torch  # noqa: F401
+
+    # Objects that live for the whole process (modules, torch's op registry) are moved out of the collector's
+    # reach, so the `gc.collect` of `accelerate.free_memory` after each candidate does not walk them again.
+    gc.freeze()
+    n = len(cells)
+    if not (len(rec_train) == len(rec_val) == len(outs) == len(logs) == n) or (ckpt_dirs and len(ckpt_dirs) != n):
+        raise ValueError(f"one training job of {n} runs needs {n} noise records, outputs and logs each")
+    results: list[dict[str, Any]] = []
+    main = True
+    trained = 0
+    for i, p in enumerate(cells):
+        ck = Path(ckpt_dirs[i]) if ckpt_dirs else None
+        done = ck / "done" if ck is not None else None
+        m = _restore_done(done, p, outs[i], logs[i]) if done is not None else None
+        if m is None:
+            st: dict[str, Any] = {}
+            left = None if stop_after is None else stop_after - trained
+            if left is not None and left <= 0:
+                return None
+            m = train_run(p, train_path, val_path, rec_train[i], rec_val[i], outs[i], logs[i], ckpt_dir=ck,
+                          stop_after=left, status=st)
+            trained += st.get("epochs_trained", 0)
+            main = bool(st.get("main", True))
+            if st.get("stopped"):
+                return None
+            if m is not None and done is not None:
+                _keep_done(done, p, outs[i], logs[i], m)
+        if m is not None:
+            if on_done is not None:
+                on_done(i, m)
+            results.append(m)
+    if ckpt_dirs and main:
+        for ck in ckpt_dirs:
+            shutil.rmtree(ck, ignore_errors=True)  # the whole job finished: its outputs supersede the copies
+    return results if main else None
+
+
+def _keep_done(done: Path, p: Mapping[str, Any], out: str | Path, log_path: str | Path, metrics: Mapping[str, Any]) -> None:
+    from paperflow.core.io import write_json
+
+    done.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(out, done / "weights.npz")
+    shutil.copyfile(log_path, done / "log.jsonl")
+    write_json(done / "run.json", {"params": dict(p), "metrics": dict(metrics)})  # written last: marks it complete
+
+
+def _restore_done(done: Path, p: Mapping[str, Any], out: str | Path, log_path: str | Path) -> dict[str, Any] | None:
+    """The metrics of a run an earlier attempt of this job finished with the same parameters (its outputs
+    copied back into place), else None."""
+    f = done / "run.json"
+    if not f.exists():
+        return None
+    saved = json.loads(f.read_text())
+    if saved["params"] != json.loads(json.dumps(dict(p))):
+        return None
+    from paperflow.core.io import atomic_path
+
+    for src, dst in ((done / "weights.npz", out), (done / "log.jsonl", log_path)):
+        with atomic_path(dst) as tmp:
+            shutil.copyfile(src, tmp)
+    log.info("restored a run this job finished before it was interrupted: %s", out)
+    return dict(saved["metrics"])
 
 
 def _reliability_all(method: Any, raw: Any, x_img: Any, x_txt: Any, y: Any, W: Any, mp: Mapping[str, Any], ml: bool,
