@@ -187,48 +187,35 @@ if "quantization" in ENABLED:
     # Reads only the unlearning study's output files, located through paperflow.unlearning.paths, and
     # runs its public CLI stage `paperflow unlearning evaluate` (from the ul-eval stage).
     if qplan.cross_enabled(config):
-        _XQ = _QP["ul_qdir"].replace("{run}", _URUN)
-        _XE = _QP["ul_eval"].replace("{run}", _URUN)
         _XR = qplan.ul_report_inputs(config)
         STUDY_TARGETS["quantization"] += [_QP["ul_json"], _QP["ul_figure"]]
 
-        rule quantization_ul_quantize:
-            input:
-                unpack(lambda w: qplan.ul_quantize_inputs(config, w.umodel, w.useed)),
-            output:
-                directory(_XQ),
-            params:
-                p=lambda w: as_json(qplan.ul_quantize_params(_Q, w.scheme)),
-            log:
-                "logs/quantization/ul_quantize/seed{useed}_{umodel}__{scheme}.log",
-            threads: 1
-            resources:
-                **stage_resources("quantization", "ul_quantize", mem_mb=2000, runtime=20),
-            conda:
-                "../envs/quantization.yaml"
-            shell:
-                "paperflow quantization ul-quantize --params {params.p:q} --model {input.model} "
-                "--original {input.original} --out {output} > {log} 2>&1"
-
+        # one job per (unlearning seed, model): quantize with every scheme, then sample + judge them all
         rule quantization_ul_eval:
             input:
-                unpack(lambda w: qplan.ul_eval_inputs(config, w.umodel, w.scheme, w.useed)),
+                unpack(lambda w: qplan.ul_eval_inputs(config, w.umodel, w.useed)),
             output:
-                _XE,
+                qdirs=[directory(x) for x in qplan.ul_eval_outputs(config, "qdir")],
+                evals=qplan.ul_eval_outputs(config, "eval"),
+            wildcard_constraints:
+                useed=r"\d+",
+                umodel="|".join(_Q["cross_unlearning"]["models"]),
             params:
-                p=lambda w: as_json(qplan.ul_eval_params(_Q, w.umodel, w.scheme, int(w.useed))),
+                p=lambda w: as_json(qplan.ul_eval_params(_Q, w.umodel, int(w.useed))),
                 tok=qplan.opt_flag("tokenizer", "tokenizer"),
             log:
-                "logs/quantization/ul_eval/seed{useed}_{umodel}__{scheme}.log",
+                "logs/quantization/ul_eval/seed{useed}_{umodel}.log",
+            benchmark:
+                "benchmarks/quantization/ul_eval/seed{useed}_{umodel}.tsv"
             threads: 1
             resources:
                 **stage_resources("quantization", "ul_eval", mem_mb=3000, runtime=60),
             conda:
                 "../envs/unlearning.yaml"
             shell:
-                "paperflow quantization ul-eval --params {params.p:q} --model {input.model} --data {input.data} "
-                "--ref-samples {input.ref_samples} --ref-metrics {input.ref_metrics} {params.tok} "
-                "--out {output} > {log} 2>&1"
+                "paperflow quantization ul-eval --params {params.p:q} --model {input.model} --original {input.original} "
+                "--data {input.data} --ref-samples {input.ref_samples} --ref-metrics {input.ref_metrics} {params.tok} "
+                "--qdirs {output.qdirs} --out {output.evals} > {log} 2>&1"
 
         rule quantization_ul_report:
             input:

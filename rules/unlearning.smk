@@ -117,46 +117,84 @@ if "unlearning" in ENABLED:
             "paperflow unlearning rule --params {params.p:q} --data {input.data} --base {input.base} "
             "--out {output} > {log} 2>&1"
 
-    rule unlearning_sample:
-        input:
-            data=UL_DATA,
-            model=lambda w: f"{UL_MODELS}/seed{ul_plan.model_seed(_UL, w.ul_model, w.seed)}/{w.ul_model}",
-        output:
-            f"{UL_RES}/samples/seed{{seed}}/{{ul_model}}.jsonl",
-        wildcard_constraints:
-            ul_model="|".join(ul_plan.model_names(_UL)),
-        params:
-            p=lambda w: as_json(ul_plan.sample_params(_UL, w.ul_model, int(w.seed))),
-        log:
-            f"logs/unlearning/{_UL_RUN}/sample/{{ul_model}}_seed{{seed}}.log",
-        benchmark:
-            f"benchmarks/unlearning/{_UL_RUN}/sample/{{ul_model}}_seed{{seed}}.tsv"
-        threads: 1
-        resources:
-            **stage_resources("unlearning", "sample", mem_mb=4000, runtime=60),
-        conda:
-            "../envs/unlearning.yaml"
-        shell:
-            "paperflow unlearning sample --params {params.p:q} --data {input.data} --model {input.model} "
-            "--out {output} > {log} 2>&1"
+    # eval.jobs: seed (tiny default) = sample + judge of every model of a seed in one job (stage `sample`
+    # with --metrics); eval.jobs: model (paper scale) = a sampling job (GPU) and a judging job (CPU) per
+    # (model, seed). The same output files and manifests either way.
+    _UL_EVAL_MODELS = ul_plan.model_names(_UL)
+    if _UL["eval"]["jobs"] == "seed":
 
-    rule unlearning_judge:
-        input:
-            f"{UL_RES}/samples/seed{{seed}}/{{ul_model}}.jsonl",
-        output:
-            f"{UL_RES}/metrics/seed{{seed}}/{{ul_model}}.json",
-        params:
-            p=lambda w: as_json(ul_plan.judge_params(_UL)),
-        log:
-            f"logs/unlearning/{_UL_RUN}/judge/{{ul_model}}_seed{{seed}}.log",
-        threads: 1
-        resources:
-            **stage_resources("unlearning", "judge", mem_mb=1000, runtime=30),
-        conda:
-            "../envs/unlearning.yaml"
-        shell:
-            "paperflow unlearning judge --params {params.p:q} --samples {input} --seed {wildcards.seed} "
-            "--out {output} > {log} 2>&1"
+        rule unlearning_sample:
+            input:
+                data=UL_DATA,
+                models=lambda w: [f"{UL_MODELS}/seed{ul_plan.model_seed(_UL, m, w.seed)}/{m}" for m in _UL_EVAL_MODELS],
+            output:
+                samples=[f"{UL_RES}/samples/seed{{seed}}/{m}.jsonl" for m in _UL_EVAL_MODELS],
+                metrics=[f"{UL_RES}/metrics/seed{{seed}}/{m}.json" for m in _UL_EVAL_MODELS],
+            wildcard_constraints:
+                seed=r"\d+",
+            params:
+                p=lambda w: as_json(ul_plan.sample_group(_UL, int(w.seed))),
+            log:
+                f"logs/unlearning/{_UL_RUN}/sample/seed{{seed}}.log",
+            benchmark:
+                f"benchmarks/unlearning/{_UL_RUN}/sample/seed{{seed}}.tsv"
+            threads: 1
+            resources:
+                **stage_resources("unlearning", "sample", mem_mb=4000, runtime=60),
+            conda:
+                "../envs/unlearning.yaml"
+            shell:
+                "paperflow unlearning sample --params {params.p:q} --data {input.data} --models {input.models} "
+                "--samples {output.samples} --metrics {output.metrics} > {log} 2>&1"
+
+    else:
+
+        rule unlearning_sample:
+            input:
+                data=UL_DATA,
+                model=lambda w: f"{UL_MODELS}/seed{ul_plan.model_seed(_UL, w.ul_model, w.seed)}/{w.ul_model}",
+            output:
+                f"{UL_RES}/samples/seed{{seed}}/{{ul_model}}.jsonl",
+            wildcard_constraints:
+                seed=r"\d+",
+                ul_model="|".join(_UL_EVAL_MODELS),
+            params:
+                p=lambda w: as_json(ul_plan.sample_group(_UL, int(w.seed), w.ul_model)),
+            log:
+                f"logs/unlearning/{_UL_RUN}/sample/{{ul_model}}_seed{{seed}}.log",
+            benchmark:
+                f"benchmarks/unlearning/{_UL_RUN}/sample/{{ul_model}}_seed{{seed}}.tsv"
+            threads: 1
+            resources:
+                **stage_resources("unlearning", "sample", mem_mb=4000, runtime=60),
+            conda:
+                "../envs/unlearning.yaml"
+            shell:
+                "paperflow unlearning sample --params {params.p:q} --data {input.data} --models {input.model} "
+                "--samples {output} > {log} 2>&1"
+
+        rule unlearning_judge:
+            input:
+                f"{UL_RES}/samples/seed{{seed}}/{{ul_model}}.jsonl",
+            output:
+                f"{UL_RES}/metrics/seed{{seed}}/{{ul_model}}.json",
+            wildcard_constraints:
+                seed=r"\d+",
+                ul_model="|".join(_UL_EVAL_MODELS),
+            params:
+                p=lambda w: as_json(ul_plan.judge_params(_UL)),
+            log:
+                f"logs/unlearning/{_UL_RUN}/judge/{{ul_model}}_seed{{seed}}.log",
+            benchmark:
+                f"benchmarks/unlearning/{_UL_RUN}/judge/{{ul_model}}_seed{{seed}}.tsv"
+            threads: 1
+            resources:
+                **stage_resources("unlearning", "judge", mem_mb=1000, runtime=30),
+            conda:
+                "../envs/unlearning.yaml"
+            shell:
+                "paperflow unlearning judge --params {params.p:q} --samples {input} --seed {wildcards.seed} "
+                "--out {output} > {log} 2>&1"
 
     rule unlearning_report:
         input:

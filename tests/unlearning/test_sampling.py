@@ -25,6 +25,19 @@ def test_shared_prefix_samples_equal_greedy_when_top_k_is_1(tiny_lm):
         assert len(si) == 5 and all(x == gi[0] for x in si)
 
 
+def test_in_place_cache_gives_the_concatenating_caches_samples(tiny_lm):
+    """The preallocated KV cache (written in place) returns the same tokens as HF's torch.cat cache, for
+    sampled and greedy decoding, prompts of different lengths and a last batch smaller than the rest."""
+    tok, model, rows, _ = tiny_lm
+    prompts = [encode_prompt(tok, r["question"]) for r in rows[:7]]
+    for dec, n in ((Decoder("T1", 1.0, 1.0, 50), 6), (Decoder("T07", 0.7, 0.9, 20), 3), (GREEDY, 1)):
+        kw = dict(seed=5, prompts_per_batch=3)
+        new = sample_shared_prefix(model, prompts, n, dec, 12, tok.eos_token_id, tok.pad_token_id, **kw)
+        old = sample_shared_prefix(model, prompts, n, dec, 12, tok.eos_token_id, tok.pad_token_id, preallocate=False,
+                                   **kw)
+        assert new == old and sum(len(c) for r in new for c in r) > 0
+
+
 def test_samples_are_seeded_and_diverse(tiny_lm):
     tok, model, rows, _ = tiny_lm
     prompts = [encode_prompt(tok, rows[0]["question"])]

@@ -230,11 +230,11 @@ def ul_quantize_inputs(config: Mapping[str, Any], umodel: str, useed: Any) -> di
             "original": ul_paths.model_dir(config, "full", int(useed))}
 
 
-def ul_eval_inputs(config: Mapping[str, Any], umodel: str, scheme: str, useed: Any) -> dict[str, str]:
-    """The quantized checkpoint, the unlearning data, and the unlearning pipeline's own samples and
-    judged metrics of the same (model, seed): their manifests give the sampling and judging parameters,
-    so the quantized model is evaluated exactly as its FP version was."""
-    ins = {"model": cross_paths(config, useed, umodel, scheme)["qdir"], "data": ul_paths.data_dir(config),
+def ul_eval_inputs(config: Mapping[str, Any], umodel: str, useed: Any) -> dict[str, str]:
+    """The unlearning checkpoint and the original (bin agreement), the unlearning data, and the unlearning
+    pipeline's own samples and judged metrics of the same (model, seed): their manifests give the sampling
+    and judging parameters, so each quantized model is evaluated exactly as its FP version was."""
+    ins = {**ul_quantize_inputs(config, umodel, useed), "data": ul_paths.data_dir(config),
            "ref_samples": ul_paths.samples_path(config, umodel, int(useed)),
            "ref_metrics": ul_paths.metrics_path(config, umodel, int(useed))}
     tok = ul_paths.tokenizer_dir(config)
@@ -255,8 +255,17 @@ def ul_quantize_params(q: Mapping[str, Any], scheme: str) -> dict:
     return {"scheme": scheme}
 
 
-def ul_eval_params(q: Mapping[str, Any], umodel: str, scheme: str, useed: int) -> dict:
-    return {"model": umodel, "scheme": scheme, "seed": int(useed)}
+def ul_eval_params(q: Mapping[str, Any], umodel: str, useed: int) -> dict:
+    """One job per (unlearning model, seed): every scheme is quantized and evaluated in it."""
+    return {"model": umodel, "schemes": list(q["cross_unlearning"]["schemes"]), "seed": int(useed)}
+
+
+def ul_eval_outputs(config: Mapping[str, Any], kind: str) -> list[str]:
+    """Output patterns (wildcards {useed}, {umodel}) of the ul-eval rule, one per scheme: `qdir` or `eval`."""
+    p = paths(config)
+    key = "ul_qdir" if kind == "qdir" else "ul_eval"
+    return [p[key].replace("{run}", ul_paths.run_name(config)).replace("{scheme}", sc)
+            for sc in config["quantization"]["cross_unlearning"]["schemes"]]
 
 
 def ul_report_params(q: Mapping[str, Any]) -> dict:

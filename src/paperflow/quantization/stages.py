@@ -108,7 +108,7 @@ class UlQuantizeParams(TypedDict):
 
 class UlEvalParams(TypedDict):
     model: str
-    scheme: str
+    schemes: list[str]
     seed: int
 
 
@@ -356,30 +356,44 @@ def ul_quantize(params: UlQuantizeParams, *, model: Path, original: Path, out: P
 
 
 @stage("ul-eval", plan=plan.ul_eval_params)
-def ul_eval(params: UlEvalParams, *, model: Path, data: Path, ref_samples: Path, ref_metrics: Path, out: Path,
-            tokenizer: Path | None = None) -> dict:
-    """Cross-study: leak@k of a quantized checkpoint, sampled and judged exactly as the unlearning pipeline did its FP version.
+def ul_eval(params: UlEvalParams, *, model: Path, original: Path, data: Path, ref_samples: Path, ref_metrics: Path,
+            qdirs: list[Path], out: list[Path], tokenizer: Path | None = None) -> dict:
+    """Cross-study: quantize one unlearning checkpoint with every scheme (params.schemes, in the order of
+    --qdirs/--out) and measure leak@k of each, sampled and judged exactly as the unlearning pipeline did
+    its FP version.
 
-    The sampling and judging parameters are those recorded in the manifests of the unlearning
-    pipeline's own outputs for the same (model, seed) (`ref_samples`, `ref_metrics`); the work is done
-    by the unlearning study's public CLI stage `paperflow unlearning evaluate` (a subprocess: nothing of
-    the unlearning package is imported here). Writes `out` (metrics.json) and samples.jsonl beside it.
+    Each quantized model is written as `ul-quantize` writes it (dense export + manifest). The sampling
+    and judging parameters are those recorded in the manifests of the unlearning pipeline's own outputs
+    for the same (model, seed) (`ref_samples`, `ref_metrics`); the work is done by the unlearning study's
+    public CLI stage `paperflow unlearning sample` with --metrics (one subprocess for all schemes: nothing
+    of the unlearning package is imported here). Writes each `out` (metrics.json) and samples.jsonl
+    beside it.
     """
     import subprocess
     import sys
 
     from paperflow.quantization.cross_unlearning import evaluate_params_from_manifests
 
-    p = evaluate_params_from_manifests(ref_samples, ref_metrics, f"{params['model']}__{params['scheme']}")
-    out = Path(out)
-    cmd = [sys.executable, "-m", "paperflow.cli", "unlearning", "evaluate", "--params", json.dumps(p, sort_keys=True),
-           "--data", str(data), "--model", str(model), "--seed", str(params["seed"]), "--out-dir", str(out.parent)]
+    schemes = list(params["schemes"])
+    if not len(schemes) == len(qdirs) == len(out):
+        raise ValueError(f"ul-eval: {len(schemes)} schemes but {len(qdirs)} --qdirs, {len(out)} --out")
+    for scheme, qd in zip(schemes, qdirs):
+        ul_quantize({"scheme": scheme}, model=model, original=original, out=qd)
+    names = [f"{params['model']}__{sc}" for sc in schemes]
+    per = [evaluate_params_from_manifests(ref_samples, ref_metrics, n) for n in names]
+    group = {"seed": int(params["seed"]), "models": names, "sample": {n: q["sample"] for n, q in zip(names, per)},
+             "judge": per[0]["judge"]}
+    out = [Path(o) for o in out]
+    cmd = [sys.executable, "-m", "paperflow.cli", "unlearning", "sample", "--params", json.dumps(group, sort_keys=True),
+           "--data", str(data), "--models", *map(str, qdirs), "--samples", *[str(o.parent / "samples.jsonl") for o in out],
+           "--metrics", *map(str, out)]
     if tokenizer:
         cmd += ["--tokenizer", str(tokenizer)]
     subprocess.run(cmd, check=True)
-    if not out.is_file():
-        raise FileNotFoundError(f"paperflow unlearning evaluate did not write {out}")
-    return p
+    missing = [str(o) for o in out if not o.is_file()]
+    if missing:
+        raise FileNotFoundError(f"paperflow unlearning sample did not write {missing}")
+    return group
 
 
 @stage("ul-report", plan=plan.ul_report_params)

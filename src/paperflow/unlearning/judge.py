@@ -25,7 +25,10 @@ def _scorer():
     return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
 
 
+@lru_cache(maxsize=1 << 17)
 def rougeL_recall(response: str, gold: str) -> float:
+    """ROUGE-L recall of `gold` by `response`. Memoized (a pure function of the two strings): a tiny model
+    repeats the same response many times in n samples, and every judge applies the same gate."""
     if not response.strip() or not gold.strip():
         return 0.0
     return float(_scorer().score(gold, response)["rougeL"].recall)

@@ -105,9 +105,15 @@ def sample_params(cfg: Mapping[str, Any], model: str, seed: int) -> dict[str, An
                                  "forget_max", "prompts_per_batch", "greedy_batch")}}
 
 
-def sample_job(cfg: Mapping[str, Any], model_name: str, seed: int) -> dict[str, Any]:
-    """The sample stage's plan: `sample_params` under coordinates that do not clash with its path flags."""
-    return sample_params(cfg, model_name, seed)
+def sample_group(cfg: Mapping[str, Any], seed: int, model_name: str | None = None) -> dict[str, Any]:
+    """The sample stage's plan: sample + judge every model of run seed `seed` (`eval.jobs: seed`, one job
+    per seed) or only `model_name` (`eval.jobs: model`, one job per model and seed). Each model keeps its
+    own `sample_params` (its samples' manifest) and the shared `judge_params` (its metrics' manifest)."""
+    names = [model_name] if model_name else model_names(cfg)
+    return {"seed": int(seed), "models": names, "sample": {m: sample_params(cfg, m, seed) for m in names},
+            "judge": judge_params(cfg)}
+
+
 
 
 def evaluate_job(cfg: Mapping[str, Any], model_name: str = "checkpoint", seed: int = 0) -> dict[str, Any]:

@@ -80,6 +80,13 @@ class JudgeParams(TypedDict):
     accuracy_judge: str
 
 
+class SampleGroupParams(TypedDict):
+    seed: int
+    models: list[str]
+    sample: dict[str, SampleParams]
+    judge: JudgeParams
+
+
 class EvaluateParams(TypedDict):
     sample: SampleParams
     judge: JudgeParams
@@ -312,10 +319,29 @@ def _judge(params: JudgeParams, samples: Path, out: Path, seed: int) -> dict[str
     return metrics
 
 
-@stage(plan=plan.sample_job)
-def sample(params: SampleParams, *, data: Path, model: Path, out: Path, tokenizer: Path | None = None) -> dict[str, Any]:
-    """Greedy + n samples per forget prompt for every decoder (shared-prefix batched)."""
-    return _sample(params, data, model, out, tokenizer)
+@stage(plan=plan.sample_group)
+def sample(params: SampleGroupParams, *, data: Path, models: list[Path], samples: list[Path],
+           metrics: list[Path] | None = None, tokenizer: Path | None = None) -> dict[str, Any]:
+    """Sample a group of models (params.models, in the order of --models/--samples[/--metrics]): greedy +
+    n samples per forget prompt for every decoder; with --metrics, also judge them (labels, leak@k, greedy
+    metrics), as the judge stage would.
+
+    One process for the group (tiny scale, `eval.jobs: seed`: every model of a seed, sampled and judged
+    in one job, so interpreter, torch and judges start once; paper scale, `eval.jobs: model`: one model,
+    judged by a separate CPU job). Each model's samples and metrics get their own manifest, exactly as
+    separate sample and judge jobs write them."""
+    names = list(params["models"])
+    metrics = list(metrics) if metrics else None
+    if not (len(names) == len(models) == len(samples)) or (metrics is not None and len(metrics) != len(names)):
+        raise SystemExit(f"sample: {len(names)} models in --params but {len(models)} --models, "
+                         f"{len(samples)} --samples, {len(metrics or [])} --metrics")
+    out: dict[str, Any] = {}
+    for i, (name, model, spath) in enumerate(zip(names, models, samples)):
+        out[name] = _sample(params["sample"][name], data, model, spath, tokenizer)
+        if metrics is not None:
+            out[name].update(_judge(params["judge"], spath, metrics[i], int(params["seed"]))["summary"])
+        log.info("sample %s seed %s: %s", name, params["seed"], out[name])
+    return out
 
 
 @stage(plan=plan.judge_params)
