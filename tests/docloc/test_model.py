@@ -11,7 +11,7 @@ from paperflow.docloc.jko import Grid, ot_eps, ot_eps_envelope
 from paperflow.docloc.train import train_arm
 
 P = {"d_model": 16, "layers": 1, "heads": 2, "channels": 6, "dilations": [1, 2], "stages": 3, "tau": 0.02,
-     "eps": 2 / 16**2, "beta": 0.2, "sinkhorn_iters": 8, "target_sigma": 0.2, "kl_direction": "reverse",
+     "eps": 2 / 16**2, "beta": 0.2, "v_range": 10.0, "sinkhorn_iters": 8, "target_sigma": 0.2, "kl_direction": "reverse",
      "jko_a_scale": 1.0, "steps": 4, "batch_size": 4, "lr": 3e-3, "weight_decay": 0.0, "warmup": 0,
      "grad_clip": 1.0, "ckpt_every": 2}
 G, L, TD = 16, 5, 12
@@ -86,3 +86,17 @@ def test_training_resumes_to_identical_weights(tmp_path, arm):
     resumed, _ = train_arm(arm, P, f, 3, tmp_path / "b")
     for (n, x), (_, y) in zip(full.state_dict().items(), resumed.state_dict().items()):
         assert torch.equal(x, y), n
+
+
+def test_bounded_potential_keeps_the_jko_step_finite_for_extreme_potentials():
+    from paperflow.docloc.jko import JKOParams, jko_step
+
+    V = torch.zeros(2, 16, 16, dtype=torch.float64)
+    V[0, 3:5, 3:9] = -1e4  # an untrained net's potentials can be this extreme
+    V[1] += 1e4
+    V[1, 8, 8] = 0.0
+    rho0 = torch.full((2, 16, 16), 1 / 256, dtype=torch.float64)
+    jp = JKOParams(0.02, 2 / 16**2, 0.2, 30)
+    rho = jko_step(rho0, M.bounded_potential(V, 10.0), jp)
+    assert torch.isfinite(rho).all() and torch.allclose(rho.sum((-2, -1)), torch.ones(2, dtype=torch.float64), atol=1e-6)
+    assert rho[0, 3:5, 3:9].sum() > 0.3 and rho[1, 8, 8] > rho[1, 0, 0]

@@ -16,7 +16,8 @@ Arms (spec §2–3; all [recon]):
 - single : one stage, ρ = softmax(−V), KL to the sharp mask                       (the K → ∞ limit)
 - now2   : K stages fed ρ_{k−1}, ρ_k = softmax(−V_k), Σ_k KL(ρ_k ‖ ρ*_k), blurred targets (τ = ∞)
 - jko_b  : now2 + (1/2τ) W_ε²(ρ_k, stopgrad ρ_{k−1})                               (JKO-consistency)
-- jko_a  : ρ_k = entropic JKO step from ρ_{k−1} under V_k, Σ_k S_ε(ρ_k, ρ*_k)       (unrolled JKO)
+- jko_a  : ρ_k = entropic JKO step from ρ_{k−1} under V_k, Σ_k S_ε(ρ_k, ρ*_k)       (unrolled JKO);
+           V_k shifted to min 0 and softly bounded by `v_range` (`bounded_potential`)
 The W_ε² and S_ε terms are entropic OT values (dual form) whose gradients come from their Sinkhorn dual
 potentials (envelope theorem, `jko.ot_eps_envelope`); the JKO steps of jko_a are unrolled under autograd.
 - poe    : a coarse head (to ρ*_1) and a fine head (to the sharp mask) on one line encoder, fused as
@@ -142,6 +143,16 @@ def stage_sigmas(K: int, base: float) -> list[float]:
     return [base * 2.0 ** (-k) for k in range(1, K + 1)]
 
 
+def bounded_potential(V: torch.Tensor, c: float) -> torch.Tensor:
+    """V − min V per page, softly bounded to [0, c) (c·tanh(·/c)) for the unrolled JKO step: the scalings'
+    exponents stay within ±σc/(1 + σβ), so float64 neither overflows nor underflows to an all-zero ρ
+    (an unbounded learned V made the step return NaN within 25 training steps). Adding a constant to V
+    does not change the step's result; the bound only caps contrasts above c (e^{−c/β} relative mass)."""
+    V = V.to(torch.float64)
+    V = V - V.flatten(-2).amin(-1)[..., None, None]
+    return c * torch.tanh(V / c)
+
+
 def _softmax2d(V: torch.Tensor) -> torch.Tensor:
     return torch.softmax(-V.to(torch.float64).flatten(-2), -1).reshape(V.shape)
 
@@ -176,7 +187,7 @@ def densities(arm: str, net: PotentialNet, tokens: torch.Tensor, line_id: torch.
     for k in range(int(p["stages"])):
         V = net.heads["main"](g, prev.detach() if arm == "jko_b" else prev, k)
         if arm == "jko_a":
-            rho = jko_step(prev, V, jp, kernels=kernels)
+            rho = jko_step(prev, bounded_potential(V, float(p["v_range"])), jp, kernels=kernels)
             rho = rho / rho.sum((-2, -1), keepdim=True)
         else:
             rho = _softmax2d(V)

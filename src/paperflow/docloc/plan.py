@@ -59,6 +59,8 @@ def train_params(cfg: Mapping[str, Any], variant: str, seed: int) -> dict[str, A
         flow["tau"] = tau
     if K is not None:
         flow["stages"] = K
+    if arm != "jko_a":
+        flow.pop("v_range")  # only the unrolled JKO step bounds its potential
     return {"variant": variant, "arm": arm, "seed": int(seed), **dict(cfg["model"]), **flow, **dict(cfg["train"]),
             "n_examples": int(cfg["figures"]["n_examples"])}
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from paperflow.core.cli import stage
 from paperflow.core.io import Stage, read_json, write_json
@@ -101,6 +101,7 @@ class TrainParams(TypedDict):
     eps: float
     beta: float
     sinkhorn_iters: int
+    v_range: NotRequired[float]  # jko_a only
     target_sigma: float
     steps: int
     batch_size: int
