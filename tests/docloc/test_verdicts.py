@@ -75,6 +75,7 @@ def test_verdict_jko_vs_poe(ccfg):
     claims = report.claims_main(metrics({**BASE, "poe": 0.7}), ccfg)
     assert claim(claims, "coarse prior").verdict == NOT_HELD
     assert "explained by the coarse prior" in report.explanation(claims)
+    assert "fine head alone" in report.explanation(claims, [0.0, 0.0])  # γ = 0: no coarse prior was used
     assert claim(report.claims_main(metrics({**BASE, "poe": 0.01}), ccfg), "coarse prior").verdict == NT
 
 

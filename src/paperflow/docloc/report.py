@@ -238,8 +238,9 @@ def claims_mechanics(mech: Mapping[str, Any] | None, ccfg: Mapping[str, Any]) ->
     return out
 
 
-def explanation(claims: Sequence[Claim]) -> str:
-    """The honesty sentences of spec §7, from the verdicts (never from hopes)."""
+def explanation(claims: Sequence[Claim], poe_gammas: Sequence[float] = ()) -> str:
+    """The honesty sentences of spec §7, from the verdicts (never from hopes). `poe_gammas`: the γ PoE
+    chose on validation per seed (γ = 0 everywhere: PoE is its sharp-target fine head alone)."""
     w2 = next((c for c in claims if "W₂ (JKO) term" in c.claim), None)
     poe = next((c for c in claims if "coarse prior" in c.claim), None)
     lines = []
@@ -255,7 +256,11 @@ def explanation(claims: Sequence[Claim]) -> str:
         else:
             lines.append(f"- JKO vs no-W2: **{w2.verdict}** ({w2.reason}) — no statement about the W₂ term.")
     if poe is not None:
-        if poe.verdict == NOT_HELD:
+        if poe.verdict == NOT_HELD and poe_gammas and all(g == 0 for g in poe_gammas):
+            lines.append("- JKO vs PoE: **did not hold** — PoE beats JKO by more than the margin, but validation chose "
+                         "γ = 0 on every seed, i.e. PoE's fine head alone (trained to the sharp mask): JKO loses to a "
+                         "one-step head, and a coarse prior adds nothing here.")
+        elif poe.verdict == NOT_HELD:
             lines.append("- JKO vs PoE: **did not hold** — the product of a coarse and a fine head beats JKO by more than "
                          "the margin: the gain is explained by the coarse prior, not by the transport path.")
         elif poe.verdict == INCONCLUSIVE:
@@ -296,7 +301,7 @@ pages; {cfg['seeds']} training seed(s) per arm; the JKO arm judged is chosen on 
 bootstrap over seeds and test questions of the paired difference (same seeds, same questions).
 
 ## Honesty notes (spec §7)
-{explanation(claims)}
+{explanation(claims, [float(g) for g in gam.values() if g is not None])}
 - A monotone IoU-vs-stage curve alone is not evidence: no-W2 is trained to the same blurred targets and
   shows one too (the coarse-to-fine row lists both).
 
