@@ -12,6 +12,7 @@ from paperflow.core.plotting import band, save_figure, subplots
 from paperflow.docloc.report import ARM_NAMES, jko_arm
 
 FIGURES = ("iou_by_stage.png", "evidence_maps.png", "mechanics.png")
+COLOURS = {"single": "tab:orange", "now2": "tab:green", "jko_b": "tab:blue", "jko_a": "tab:purple", "poe": "tab:red"}
 
 
 def iou_by_stage(metrics: Mapping[str, Any], path: Path) -> None:
@@ -23,11 +24,13 @@ def iou_by_stage(metrics: Mapping[str, Any], path: Path) -> None:
         curves = np.array([d["splits"]["test_ood"]["iou_stages"] for d in r["seeds"].values()])
         x = np.arange(1, curves.shape[1] + 1)
         if v == "poe":
-            ax.scatter([curves.shape[1]], [curves[:, -1].mean()], marker="*", s=90, label=f"{ARM_NAMES[v]} (fused)")
+            ax.scatter([curves.shape[1]], [curves[:, -1].mean()], marker="*", s=90, label=f"{ARM_NAMES[v]} (fused)",
+                       color=COLOURS[v])
         elif curves.shape[1] == 1:
-            ax.scatter([1], [curves[:, 0].mean()], marker="o", s=50, label=ARM_NAMES[v])
+            ax.scatter([1], [curves[:, 0].mean()], marker="o", s=50, label=ARM_NAMES[v], color=COLOURS[v])
         else:
-            band(ax, x, curves, ARM_NAMES[v], marker=".")
+            band(ax, x, curves, ARM_NAMES[v], marker=".", color=COLOURS[v])
+            ax.set_xticks(x)
     ax.set_xlabel("stage k")
     ax.set_ylabel("mean box IoU (test_ood)")
     ax.set_title("IoU by stage (±1 s.e. over seeds)")
