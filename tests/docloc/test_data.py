@@ -51,19 +51,29 @@ def test_question_names_evidence_keys_and_distractors_share_them(synth):
 
 def test_features_mark_the_evidence_box(synth):
     root, _ = synth
-    qas = load_split(root / "test_id.json", root / "ocr")
-    f = featurise(qas, 32, 16)
-    assert f["cells"].shape == (4, 16, 32, 32) and f["q"].shape == (4, 16)
+    qas = load_split(root / "test_id.json", root / "ocr", root / "documents")
+    f = featurise(qas, 32, 16, 4)
+    L = max(len(qa.lines) for qa in qas)
+    assert f["tokens"].shape == (4, L, 16 + 4 + 4 + 1) and f["line_id"].shape == (4, 32, 32)
+    vals = line_values(qas)
     for i, qa in enumerate(qas):
         x0, y0, x1, y1 = qa.bbox
         assert f["evidence"][i].sum() == round((x1 - x0) * 32) * round((y1 - y0) * 32)
-    vals = line_values(qas)
+        n = len(qa.lines)
+        assert (f["tokens"][i, :n, -1] == 1).all() and not f["tokens"][i, n:].any()
+        # lines are in reading order, and the gold line matches both key words of the question exactly
+        ys = [ln.box[1] for ln in qa.lines]
+        assert ys == sorted(ys)
+        gold = vals[i]["values"].index(qa.answers[0])
+        assert np.allclose(f["tokens"][i, gold, 20:22], 1.0, atol=1e-5)
+        assert (f["line_id"][i][f["evidence"][i].astype(bool)] == gold).all()
     assert all(qa.answers[0] in v["values"] for qa, v in zip(qas, vals))
-    assert np.abs(f["cells"]).sum() > 0
 
 
 def _write(tmp_path, records, ocr=True):
     (tmp_path / "ocr").mkdir(exist_ok=True)
+    (tmp_path / "documents").mkdir(exist_ok=True)
+    (tmp_path / "documents" / "p.png").write_bytes(b"\x89PNG")
     if ocr:
         (tmp_path / "ocr" / "p.json").write_text(json.dumps({"recognitionResults": [
             {"page": 1, "width": 100, "height": 100, "unit": "pixel", "lines": []}]}))
@@ -80,11 +90,14 @@ GOOD = {"questionId": 7, "question": "what?", "docId": "p", "image": "documents/
     ({"evidence_bbox": [0.1, 0.1, 1.2, 0.2]}, "in [0, 1]"),
     ({"answers": []}, "answers must be"),
     ({"question": " "}, "question must be"),
+    ({"evidence_bbox": [0.1, 0.1, 0.2]}, "must be 4 numbers"),
+    ({"colour": "red"}, "unknown field(s) ['colour']"),
+    ({"image": "documents/missing.png"}, "image 'documents/missing.png' not found"),
 ])
 def test_malformed_records_name_file_and_record(tmp_path, bad, msg):
     ann = _write(tmp_path, [GOOD, {**GOOD, "questionId": 8, **bad}])
     with pytest.raises(DataError) as e:
-        load_split(ann, tmp_path / "ocr")
+        load_split(ann, tmp_path / "ocr", tmp_path / "documents")
     assert str(ann) in str(e.value) and "record 1 (questionId 8)" in str(e.value) and msg in str(e.value)
 
 
@@ -100,3 +113,28 @@ def test_missing_field_missing_ocr_and_broken_json(tmp_path):
     (tmp_path / "c.json").write_text('{"data": []}')
     with pytest.raises(DataError, match="empty"):
         load_split(tmp_path / "c.json", tmp_path / "ocr")
+
+
+def test_docvqa_fields_are_accepted(tmp_path):
+    rec = {**GOOD, "question_types": ["form"], "ucsf_document_id": "p", "ucsf_document_page_no": "1",
+           "data_split": "val"}
+    assert load_split(_write(tmp_path, [rec]), tmp_path / "ocr", tmp_path / "documents")[0].qid == 7
+
+
+def test_prep_refuses_bad_input_and_writes_nothing(synth, tmp_path):
+    """A bad record in any split stops prep before it writes: no half-written features directory."""
+    import shutil
+
+    from paperflow.docloc import stages
+
+    root, _ = synth
+    bad = tmp_path / "synth"
+    shutil.copytree(root, bad)
+    ann = json.loads((bad / "test_ood.json").read_text())
+    ann["data"][2]["evidence_bbox"] = [0.5, 0.5, 1.5, 0.6]
+    (bad / "test_ood.json").write_text(json.dumps(ann))
+    params = {"source": "synthetic", "splits": None, "features": {"grid": 32, "dim": 16, "max_q": 4, "hash_seed": 0}}
+    out = tmp_path / "features"
+    with pytest.raises(DataError, match=r"test_ood.json: record 2 \(questionId \d+\): evidence_bbox"):
+        stages.prep(params, out=out, synthetic=bad)
+    assert not out.exists() and not list(tmp_path.glob(".features*"))

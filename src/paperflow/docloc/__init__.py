@@ -1,5 +1,6 @@
 """docloc: progressive evidence localisation for document VQA as a JKO flow (spec doc_localization.md).
 
-Groundwork, not yet a study (no stages.py, no rules): the entropic JKO solver (`jko`), the DocVQA-format
-generator and loader (`data`), and the localisation/answer metrics (`evaluate`), each tested. See README.md.
+A study on the stage contract (`stages.py`, `rules/docloc.smk`): the entropic JKO solver (`jko`), the
+DocVQA-format generator and loader (`data`), the potential network and the five arms (`model`,
+`train`), the fixed-potential rerun (`mechanics`), metrics (`evaluate`) and claims (`report`). README.md.
 """

@@ -5,13 +5,16 @@ On disk (the same layout for our synthetic pages and for staged DocVQA / Boundin
     <root>/<split>.json      {"dataset_name", "dataset_split", "dataset_version", "data": [record, ...]}
         record = {"questionId": int, "question": str, "docId": str|int, "image": "documents/<stem>.png",
                   "answers": [str, ...], "evidence_bbox": [x0, y0, x1, y1]}   (page-normalised xyxy, as
-                  in BoundingDocs; DocVQA proper has no box — such records are refused by this study)
+                  in BoundingDocs; DocVQA proper has no box — such records are refused by this study);
+                  DocVQA's other record fields (OPTIONAL_FIELDS) are allowed, any other key is refused
+    <root>/documents/<stem>.png   the page image (must exist; the synthetic pages are grey block renderings)
     <root>/ocr/<stem>.json   Microsoft Read / DocVQA OCR: {"recognitionResults": [{"page": 1, "width": W,
                   "height": H, "unit": "pixel", "lines": [{"boundingBox": [8 numbers], "text": str,
                   "words": [{"boundingBox": [8 numbers], "text": str}, ...]}, ...]}]}
 
 `load_split` reads both and validates every record, naming the file and the record on any error.
-`featurise` turns a page into the grid tensors the models read (hashed word embeddings per cell).
+`featurise` turns pages into the tensors the models read: one token per OCR line (reading order) and
+the map from grid cells to lines.
 """
 
 from __future__ import annotations
@@ -28,7 +31,11 @@ import numpy as np
 from paperflow.core.io import atomic_path, write_json
 from paperflow.core.seeding import stream
 
-CELL_PX = 20  # pixels per grid cell in the synthetic pages
+CELL_PX = 8  # pixels per grid cell in the synthetic pages (a 32-cell page is 256 × 256 px)
+REQUIRED_FIELDS = ("questionId", "question", "docId", "image", "answers", "evidence_bbox")
+# DocVQA (SP-DocVQA v1.0) record fields this study does not use but accepts
+OPTIONAL_FIELDS = frozenset({"question_types", "ucsf_document_id", "ucsf_document_page_no", "data_split",
+                             "answer_type", "page_ids", "answer_page_idx"})
 
 
 class DataError(ValueError):
@@ -184,6 +191,17 @@ def generate_page(rng: np.random.Generator, cfg: Mapping[str, Any], vocab: Seque
     return blocks, ev, qkeys + [header], gold, dis
 
 
+def _render(path: Path, blocks: Sequence[_Block], grid: int) -> None:
+    """A grey rendering of the page (headers darker): the image the annotation names."""
+    from PIL import Image
+
+    img = np.full((grid * CELL_PX, grid * CELL_PX), 255, np.uint8)
+    for b in blocks:
+        img[b.y * CELL_PX + 1:(b.y + b.h) * CELL_PX - 1, b.x * CELL_PX + 1:(b.x + b.w) * CELL_PX - 1] = \
+            60 if b.header else 170
+    Image.fromarray(img, mode="L").save(path, optimize=False, compress_level=1)
+
+
 def write_synthetic(root: str | Path, cfg: Mapping[str, Any], seed: int) -> dict[str, int]:
     """Write train/val/test_id/test_ood annotation JSON + one OCR JSON per page under `root` (atomic)."""
     root = Path(root)
@@ -195,6 +213,7 @@ def write_synthetic(root: str | Path, cfg: Mapping[str, Any], seed: int) -> dict
     counts = {}
     with atomic_path(root) as tmp:
         (tmp / "ocr").mkdir(parents=True)
+        (tmp / "documents").mkdir()
         qid = 0
         for split, n, ood in (("train", cfg["n_train"], False), ("val", cfg["n_val"], False),
                               ("test_id", cfg["n_test"], False), ("test_ood", cfg["n_test"], True)):
@@ -213,6 +232,7 @@ def write_synthetic(root: str | Path, cfg: Mapping[str, Any], seed: int) -> dict
                     {"page": 1, "clockwiseOrientation": 0.0, "width": px, "height": px, "unit": "pixel",
                      "lines": lines}]}
                 (tmp / "ocr" / f"{stem}.json").write_text(json.dumps(ocr))
+                _render(tmp / "documents" / f"{stem}.png", blocks, grid)
                 b = blocks[ev]
                 records.append({
                     "questionId": qid, "question": f"what is the {qwords[0]} {qwords[1]} of {qwords[2]}?",
@@ -266,8 +286,10 @@ def read_ocr(path: Path) -> list[Line]:
     return lines
 
 
-def load_split(ann_path: str | Path, ocr_dir: str | Path) -> list[QA]:
-    """Every record of a DocVQA-style annotation file with its page's OCR; errors name file and record."""
+def load_split(ann_path: str | Path, ocr_dir: str | Path, images_dir: str | Path | None = None) -> list[QA]:
+    """Every record of a DocVQA-style annotation file with its page's OCR (lines in reading order: top to
+    bottom, then left to right); errors name file and record. With `images_dir`, the image each record
+    names (its file name, looked up there) must exist."""
     ann_path, ocr_dir = Path(ann_path), Path(ocr_dir)
     ann = _read_json(ann_path)
     if not isinstance(ann, dict) or not isinstance(ann.get("data"), list):
@@ -279,17 +301,27 @@ def load_split(ann_path: str | Path, ocr_dir: str | Path) -> list[QA]:
         where = f"record {i} (questionId {rec.get('questionId', '?') if isinstance(rec, dict) else '?'})"
         if not isinstance(rec, dict):
             raise _fail(ann_path, where, "not an object")
-        for key in ("questionId", "question", "docId", "image", "answers", "evidence_bbox"):
+        for key in REQUIRED_FIELDS:
             if key not in rec:
                 raise _fail(ann_path, where, f"missing field '{key}'")
+        unknown = sorted(set(rec) - set(REQUIRED_FIELDS) - OPTIONAL_FIELDS)
+        if unknown:
+            raise _fail(ann_path, where, f"unknown field(s) {unknown} (known: {sorted(set(REQUIRED_FIELDS) | OPTIONAL_FIELDS)})")
         if not (isinstance(rec["answers"], list) and rec["answers"] and all(isinstance(a, str) for a in rec["answers"])):
             raise _fail(ann_path, where, "answers must be a non-empty list of strings")
         if not isinstance(rec["question"], str) or not rec["question"].strip():
             raise _fail(ann_path, where, "question must be a non-empty string")
         bbox = _box(rec["evidence_bbox"], ann_path, where)
+        if images_dir is not None and not (Path(images_dir) / Path(str(rec["image"])).name).is_file():
+            raise _fail(ann_path, where, f"image {rec['image']!r} not found in {images_dir}")
         ocr_path = ocr_dir / (Path(str(rec["image"])).stem + ".json")
+        try:
+            lines = read_ocr(ocr_path)
+        except DataError as e:
+            raise _fail(ann_path, where, str(e)) from None
+        lines.sort(key=lambda ln: (round(ln.box[1], 6), ln.box[0]))
         out.append(QA(int(rec["questionId"]), rec["question"], str(rec["docId"]), str(rec["image"]),
-                      list(rec["answers"]), bbox, read_ocr(ocr_path)))
+                      list(rec["answers"]), bbox, lines))
     return out
 
 
@@ -305,33 +337,49 @@ def cell_ranges(box: Sequence[float], grid: int) -> tuple[int, int, int, int]:
     return r0, r1, c0, c1
 
 
-def featurise(qas: Sequence[QA], grid: int, dim: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """Grid tensors: cells (N, dim, G, G) mean word embedding; q (N, dim); evidence (N, G, G) mask;
-    line_id (N, G, G) index of the OCR line covering a cell (−1: none); bbox (N, 4)."""
-    from paperflow.nn.hashtext import embed_word, embed_words
+def question_words(question: str, max_q: int) -> list[str]:
+    """The question's content words (stop words dropped), at most `max_q`, in order."""
+    from paperflow.nn.hashtext import STOPWORDS, normalise
+
+    words = [normalise(w) for w in question.split()]
+    return [w for w in words if w and w not in STOPWORDS][:max_q]
+
+
+def token_dim(dim: int, max_q: int) -> int:
+    return dim + 4 + max_q + 1
+
+
+def featurise(qas: Sequence[QA], grid: int, dim: int, max_q: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Model inputs of N questions with at most L OCR lines each (L: the split's largest page):
+    tokens (N, L, dim + 4 + max_q + 1) float32 — per line its mean hashed word embedding, its box
+    (x0, y0, x1, y1), its lexical match with each question content word (max cosine over the line's
+    words; 0 for absent question words) and a present flag (1; padding rows are all 0);
+    line_id (N, G, G) int16 — the line covering each cell (−1: none; later lines win overlaps);
+    evidence (N, G, G) uint8 — cells of evidence_bbox; bbox (N, 4) float32; qid (N,) int64;
+    layout (2,) int64 — (dim, max_q), the token layout."""
+    from paperflow.nn.hashtext import embed_word
 
     n = len(qas)
-    cells = np.zeros((n, dim, grid, grid), np.float32)
-    q = np.zeros((n, dim), np.float32)
+    L = max(1, max(len(qa.lines) for qa in qas))
+    tokens = np.zeros((n, L, token_dim(dim, max_q)), np.float32)
     ev = np.zeros((n, grid, grid), np.uint8)
     line_id = np.full((n, grid, grid), -1, np.int16)
     for i, qa in enumerate(qas):
-        acc = np.zeros((grid, grid, dim), np.float32)
-        cnt = np.zeros((grid, grid), np.float32)
+        qv = [embed_word(w, dim, seed) for w in question_words(qa.question, max_q)]
         for j, ln in enumerate(qa.lines):
             r0, r1, c0, c1 = cell_ranges(ln.box, grid)
             line_id[i, r0:r1, c0:c1] = j
-            for w in ln.words:
-                r0, r1, c0, c1 = cell_ranges(w.box, grid)
-                acc[r0:r1, c0:c1] += embed_word(w.text, dim, seed)
-                cnt[r0:r1, c0:c1] += 1
-        cells[i] = (acc / np.maximum(cnt, 1)[..., None]).transpose(2, 0, 1)
-        q[i] = embed_words(qa.question.rstrip("?").split(), dim, seed, drop_stopwords=True)
+            wv = np.stack([embed_word(w.text, dim, seed) for w in ln.words]) if ln.words else np.zeros((1, dim))
+            tokens[i, j, :dim] = wv.mean(0)
+            tokens[i, j, dim:dim + 4] = ln.box
+            for k, v in enumerate(qv):
+                tokens[i, j, dim + 4 + k] = float((wv @ v).max())
+            tokens[i, j, -1] = 1.0
         r0, r1, c0, c1 = cell_ranges(qa.bbox, grid)
         ev[i, r0:r1, c0:c1] = 1
-    return {"cells": cells, "q": q, "evidence": ev, "line_id": line_id,
-            "bbox": np.array([qa.bbox for qa in qas], np.float32),
-            "qid": np.array([qa.qid for qa in qas], np.int64)}
+    return {"tokens": tokens, "evidence": ev, "line_id": line_id,
+            "bbox": np.array([qa.bbox for qa in qas], np.float32).reshape(n, 4),
+            "qid": np.array([qa.qid for qa in qas], np.int64), "layout": np.array([dim, max_q], np.int64)}
 
 
 def line_values(qas: Sequence[QA]) -> list[dict[str, Any]]:
