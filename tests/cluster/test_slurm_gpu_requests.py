@@ -193,6 +193,7 @@ PAPER_GPU_STAGES = {
     "quantization": ["kotms", "sens", "weights", "lac", "eval"],
     "fmri": ["pretrain"],
     "robopolicy": ["lam_pretrain", "train"],
+    "docloc": ["train"],
 }
 
 
