@@ -63,12 +63,12 @@ def decode(model: Backbone, visual: Tensor, *, answer_len: int, tokens_per_step:
             h = st.layer_states[-1]
             ans_masked = masked[:, start:]
             c = prior_cos(h[:, start:], diag_prior)
-            cos[:, step] = torch.where(ans_masked, c, torch.nan).numpy()
+            cos[:, step] = torch.where(ans_masked, c, torch.nan).cpu().numpy()
             if mps_prior is not None and lam > 0:
                 h, a = mps_apply(h, masked, mps_prior, lam)
-                fac[:, step] = torch.where(ans_masked, (a[:, start:] > 0).float(), torch.nan).numpy()
+                fac[:, step] = torch.where(ans_masked, (a[:, start:] > 0).float(), torch.nan).cpu().numpy()
             else:
-                fac[:, step] = torch.where(ans_masked, 0.0, torch.nan).numpy()
+                fac[:, step] = torch.where(ans_masked, 0.0, torch.nan).cpu().numpy()
             if attention:
                 qmask = ans_masked.float()  # [B, L]
                 nq = qmask.sum(dim=1).clamp(min=1)
@@ -76,8 +76,8 @@ def decode(model: Backbone, visual: Tensor, *, answer_len: int, tokens_per_step:
                     wa = w[:, :, start:, :].mean(dim=1)  # [B, L, T] head-averaged, answer queries
                     mv = wa[:, :, : start - 1].sum(dim=-1)  # onto the visual prefix
                     mo = (wa[:, :, : start - 1] * is_obj_key[:, None, :]).sum(dim=-1)
-                    vis[:, li, step] = ((mv * qmask).sum(dim=1) / nq).numpy()  # type: ignore[index]
-                    obj[:, li, step] = ((mo * qmask).sum(dim=1) / nq).numpy()  # type: ignore[index]
+                    vis[:, li, step] = ((mv * qmask).sum(dim=1) / nq).cpu().numpy()  # type: ignore[index]
+                    obj[:, li, step] = ((mo * qmask).sum(dim=1) / nq).cpu().numpy()  # type: ignore[index]
             logits = model.logits(h).double()
             p = logits.softmax(dim=-1)
             conf, x0 = p.max(dim=-1)
@@ -96,4 +96,4 @@ def decode(model: Backbone, visual: Tensor, *, answer_len: int, tokens_per_step:
                     commit &= conf > -torch.inf
                 ids = torch.where(commit, x0, ids)
             step += 1
-    return DecodeOut(ids[:, start:].numpy(), cos, fac, vis, obj)
+    return DecodeOut(ids[:, start:].cpu().numpy(), cos, fac, vis, obj)

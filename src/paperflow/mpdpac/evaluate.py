@@ -58,13 +58,14 @@ def run_condition(p: Mapping[str, Any], data_path: str | Path, weights: str | Pa
     tr = load_scenes(data_path, "train").subset(int(p["n_calib"]))
     special = te.meta["special"]
     model = load_model(p["model"], weights, len(te.vocab))
+    dev = next(model.parameters()).device
     cond = p["condition"]
     head_dim = int(p["model"]["d_model"]) // int(p["model"]["n_heads"])
     paper = paper_prior(model, int(p["k"]))
     priors = {"paper": paper, "random": random_prior(paper, 10_000 + int(p["seed"])),
-              "calibrated": calibrated_prior(paper, calibration_states(model, torch.from_numpy(tr.visual), cond,
+              "calibrated": calibrated_prior(paper, calibration_states(model, torch.from_numpy(tr.visual).to(dev), cond,
                                                                        special))}
-    visual = torch.from_numpy(te.visual)
+    visual = torch.from_numpy(te.visual).to(dev)
     toks = te.vocab.tokens
     out: dict[str, Any] = {"condition": dict(cond), "seed": int(p["seed"]), "n_items": len(te),
                            "prior": {"k": int(paper.U.shape[1]), "u": paper.u.tolist(),

@@ -40,7 +40,7 @@ def prior_states(model: Backbone) -> Tensor:
     """H [n_layers, D]: the per-layer states of the mean embedding row run alone (position 0)."""
     E = model.embedding_matrix()
     e = E.mean(dim=0)
-    ids = torch.zeros((1, 1), dtype=torch.long)
+    ids = torch.zeros((1, 1), dtype=torch.long, device=E.device)
     st = model.states(ids, embed_override=e)
     return torch.stack([h[0, 0] for h in st.layer_states]).float()
 
@@ -62,7 +62,8 @@ def random_prior(like: Prior, seed: int) -> Prior:
     D, k = like.U.shape
     Q, _ = torch.linalg.qr(torch.randn(D, k, generator=g, dtype=torch.float64))
     u = torch.nn.functional.normalize(torch.randn(k, generator=g, dtype=torch.float64), dim=-1)
-    return Prior(like.mu.clone(), Q.float(), u.float(), "random")
+    dev = like.mu.device
+    return Prior(like.mu.clone(), Q.float().to(dev), u.float().to(dev), "random")
 
 
 def calibrated_prior(like: Prior, masked_states: Tensor) -> Prior:
@@ -123,7 +124,7 @@ def rotary_scaled(model: Backbone, scale: Tensor | None) -> Iterator[None]:
         yield
         return
     base = model.rotary_inv_freq().clone()
-    model.set_rotary_inv_freq(base * scale.to(base.dtype))
+    model.set_rotary_inv_freq(base * scale.to(device=base.device, dtype=base.dtype))
     try:
         yield
     finally:

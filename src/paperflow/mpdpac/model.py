@@ -96,7 +96,8 @@ def build_inputs(visual: Tensor, answer_len: int, sep: int, mask: int, bg: int, 
     MRS arm's long visual prefix; the objects end up far from the answer). Returns (ids, answer start)."""
     B, G = visual.shape
     pad = max(0, (visual_len or G) - G)
-    parts = [torch.full((B, pad), bg, dtype=torch.long), visual.long(), torch.full((B, 1), sep, dtype=torch.long),
-             torch.full((B, answer_len), mask, dtype=torch.long)]
+    kw = {"dtype": torch.long, "device": visual.device}
+    parts = [torch.full((B, pad), bg, **kw), visual.long(), torch.full((B, 1), sep, **kw),
+             torch.full((B, answer_len), mask, **kw)]
     ids = torch.cat(parts, dim=1)
     return ids, pad + G + 1

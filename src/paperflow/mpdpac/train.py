@@ -35,7 +35,9 @@ def mdm_loss(model: Any, visual: Any, answer: Any, length: Any, special: Mapping
     m = (torch.rand(B, Lb, generator=gen) < p[:, None]) & inside
     noisy = torch.where(m, special["mask"], ans)
     sep = torch.full((B, 1), special["sep"], dtype=torch.long)
-    ids = torch.cat([visual, sep, noisy], dim=1)
+    dev = next(model.parameters()).device
+    ids = torch.cat([visual, sep, noisy], dim=1).to(dev)
+    ans, m, p, length = ans.to(dev), m.to(dev), p.to(dev), length.to(dev)
     logits = model(ids)[:, visual.shape[1] + 1:]
     ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ans.reshape(-1), reduction="none").view(B, Lb)
     per_seq = (ce * m / p[:, None]).sum(dim=1) / length.float()
@@ -58,7 +60,8 @@ def train_model(p: Mapping[str, Any], data_path: str | Path, out: str | Path, ck
     seed_everything(seed)
     tr = load_scenes(data_path, "train")
     special = tr.meta["special"]
-    model = TinyMDM(model_config(len(tr.vocab), p["model"]))
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # fp32 on either (tiny models)
+    model = TinyMDM(model_config(len(tr.vocab), p["model"])).to(dev)
     steps, bs = int(p["steps"]), int(p["batch_size"])
     opt = torch.optim.AdamW(model.parameters(), lr=float(p["lr"]), weight_decay=float(p["weight_decay"]),
                             betas=(0.9, 0.98))
@@ -105,7 +108,10 @@ def load_model(p: Mapping[str, Any], weights: str | Path, vocab_size: int) -> An
     from paperflow.core.checkpoint import load_weights
     from paperflow.mpdpac.model import TinyMDM, model_config
 
+    import torch
+
     model = TinyMDM(model_config(vocab_size, p))
     load_weights(weights, model)
+    model.to("cuda" if torch.cuda.is_available() else "cpu")
     model.eval()
     return model
