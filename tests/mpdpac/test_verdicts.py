@@ -108,6 +108,10 @@ def test_verdict_f1_claims(rp, fn, cond, armname):
     perfect = metrics(**{cond: {"base": arm(dup=0.0, recall=1.0, seed=1), armname: arm(dup=0.0, recall=1.0, seed=2)}})
     c = fn(perfect, cc, nb)
     assert c.verdict == NOT_TESTABLE and "no failure" in c.reason
+    # a baseline at the chance floor (4 objects of 36 kinds guessed: F1 ≈ 0.11) shows no grounding to restore
+    floor = metrics(**{cond: {"base": arm(dup=0.2, recall=0.1, seed=1), armname: arm(dup=0.05, recall=0.8, seed=2)}})
+    c = fn(floor, cc, nb)
+    assert c.verdict == NOT_TESTABLE and "chance floor" in c.reason
 
 
 def test_summary_lists_every_claim(rp, tmp_path):

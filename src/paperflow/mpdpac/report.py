@@ -190,7 +190,13 @@ def claim_mrs_attention(metrics: M, cc: M, nb: int) -> Claim:
                         paper="no number in the paper (attention figures only)")
 
 
-def _f1_claim(metrics: M, c: M, arm: str, text: str, nb: int, paper: str) -> Claim:
+def chance_f1(base: Mapping[str, np.ndarray], n_kinds: int) -> float:
+    """F1 of guessing as many objects as the scene holds, uniformly over the n_kinds colour×shape kinds
+    (precision = recall ≈ mean objects / kinds): the floor below which a model shows no grounding."""
+    return float(np.mean(base["n_true"])) / n_kinds
+
+
+def _f1_claim(metrics: M, c: M, arm: str, text: str, nb: int, paper: str, n_kinds: int = 36) -> Claim:
     cond = c["condition"]
     a, base = items(metrics, cond, arm), items(metrics, cond, "base")
     if a is None or base is None:
@@ -199,28 +205,37 @@ def _f1_claim(metrics: M, c: M, arm: str, text: str, nb: int, paper: str) -> Cla
     ed = paired(base, a, "dup_rate", nb)
     f1b, dupb = value(base, "f1"), value(base, "dup_rate")
     why = None
+    chance = chance_f1(base, n_kinds)
     if f1b >= float(c["ceiling_f1"]) and dupb <= float(c["floor_dup"]):
         why = f"baseline has no failure to repair (F1 {f1b:.3f}, duplicate rate {dupb:.3f})"
+    elif f1b <= chance + float(c["floor_margin"]):
+        why = (f"baseline F1 {f1b:.3f} at the chance floor (uniform guess {chance:.3f} + margin "
+               f"{float(c['floor_margin']):g}): the backbone shows no grounding to restore")
     v = judge(e, _th(c), untestable=why, what="Δ F1")
     return Claim.judged(text, f"F1 base {f1b:.3f} → {value(a, 'f1'):.3f}, Δ {_fmt(e)}; dup base − arm {_fmt(ed)}",
                         v, sample=_sample(metrics, cond, arm, e.n), paper=paper)
 
 
+def _kinds(cc: M) -> int:
+    return int(cc.get("_n_kinds", 36))
+
+
 def claim_mrs_f1(metrics: M, cc: M, nb: int) -> Claim:
     c = cc["mrs_f1"]
     return _f1_claim(metrics, c, c["arm"], f"MRS ({c['arm']}) raises object F1 with a long visual prefix "
-                     f"({c['condition']})", nb, "no separate MRS number (README reports MPS+MRS only)")
+                     f"({c['condition']})", nb, "no separate MRS number (README reports MPS+MRS only)", _kinds(cc))
 
 
 def claim_combined(metrics: M, cc: M, nb: int) -> Claim:
     c = cc["combined_f1"]
     return _f1_claim(metrics, c, c["arm"], f"MPS+MRS ({c['arm']}) raises object F1 over vanilla decoding "
                      f"({c['condition']})", nb,
-                     "LaViDa DetailCaps 8.3 → 56.1, LLaDA-V 59.8 → 63.6 (README; benchmark scores, not F1)")
+                     "LaViDa DetailCaps 8.3 → 56.1, LLaDA-V 59.8 → 63.6 (README; benchmark scores, not F1)", _kinds(cc))
 
 
 def claims(metrics: M, rp: M) -> list[Claim]:
-    cc, nb = rp["claims"], int(rp["claims"]["n_boot"]["value"])
+    cc = {**rp["claims"], "_n_kinds": int(rp["data"]["n_colours"]) * int(rp["data"]["n_shapes"])}
+    nb = int(rp["claims"]["n_boot"]["value"])
     return [claim_symptom(metrics, cc, nb), claim_drift(metrics, cc, nb), claim_mps(metrics, cc, nb),
             claim_mrs_attention(metrics, cc, nb), claim_mrs_f1(metrics, cc, nb), claim_combined(metrics, cc, nb)]
 
