@@ -259,6 +259,9 @@ def grid_table(metrics: M) -> str:
 def write(metrics: M, rp: M, out: str | Path, inputs: Sequence[str]) -> None:
     cl = claims(metrics, rp)
     d = rp["data"]
+    kinds = int(d["n_colours"]) * int(d["n_shapes"])
+    first = next((items(metrics, c, "base") for c in metrics["runs"] if items(metrics, c, "base") is not None), None)
+    chance = f"{chance_f1(first, kinds):.3f}" if first is not None else "—"
     body = f"""
 ## What this is
 
@@ -271,7 +274,7 @@ the code's MPS update, not the README's). The drift diagnostic comes first; an M
 drift is present and MPS beats the random-subspace control. MRS within the official clamp changes rotary angles
 by at most 10 %; the `offspec_s*` arms lift the clamp and are not the paper's method. The calibrated prior
 (`cal_*`) is an ablation, never the reported method. Sample: {SEED_NOTE}; thresholds: `mpdpac.claims` in the
-schema.
+schema. Chance F1 (guessing as many objects as the scene holds, uniformly over the {kinds} kinds): {chance}.
 
 ## Decoding grid (every arm, mean over seeds)
 
