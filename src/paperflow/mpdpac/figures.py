@@ -34,7 +34,7 @@ def drift(metrics: Mapping[str, Any], out: Path) -> Path:
         ax.set_xlabel(xl)
         ax.set_ylabel("cos(Uᵀ(h − μ), u), masked slots")
         ax.legend(fontsize=7)
-    axes[0, 0].set_title("drift toward the MPS prior (baseline decoding)")
+    axes[0, 0].set_title("cos to the MPS prior by step (baseline decoding)")
     axes[0, 1].set_title("by slot (mean over steps)")
     return save_figure(fig, out)
 

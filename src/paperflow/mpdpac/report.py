@@ -129,13 +129,14 @@ def drift_estimate(metrics: M, cc: M, nb: int) -> tuple[Estimate | None, str]:
     keep = np.isfinite(it["item_cos_late"])
     e = single({k: v[keep] for k, v in it.items()}, "cos_late", nb)
     first = float(np.nanmean(it["item_cos_first"]))
-    return e, f"first step {first:+.3f}, later half {_fmt(e)}"
+    trend = "toward the prior" if e.value > first else "away from the prior"
+    return e, f"first step {first:+.3f}, later half {_fmt(e)} (over the steps the states move {trend})"
 
 
 def claim_drift(metrics: M, cc: M, nb: int) -> Claim:
     c = cc["drift"]
-    text = ("Mask prior drift: masked slots' final states align with the prior direction u "
-            "(unclipped cos(Uᵀ(h − μ), u) over the later half of the steps > threshold)")
+    text = ("Mask prior drift: masked slots' final states align with the prior direction u, the precondition of "
+            "MPS (unclipped cos(Uᵀ(h − μ), u) over the later half of the steps > threshold)")
     e, desc = drift_estimate(metrics, cc, nb)
     if e is None:
         return _missing(text)
@@ -170,7 +171,9 @@ def claim_mps(metrics: M, cc: M, nb: int) -> Claim:
     v = judge(e, _th(c), untestable=why, what="Δ duplicate rate (control − MPS)")
     return Claim.judged(text, f"dup base {value(base, 'dup_rate'):.3f}, MPS {value(a, 'dup_rate'):.3f}, control "
                         f"{value(b, 'dup_rate'):.3f}; control − MPS {_fmt(e)}; base − MPS {_fmt(e_base)}; "
-                        f"non-zero factor share {active:.3f}", v, sample=_sample(metrics, cond, arm, e.n),
+                        f"non-zero factor share {active:.3f}; objects per answer base {np.mean(base['n_pred']):.2f}, "
+                        f"MPS {np.mean(a['n_pred']):.2f}; F1 base {value(base, 'f1'):.3f}, MPS {value(a, 'f1'):.3f}",
+                        v, sample=_sample(metrics, cond, arm, e.n),
                         paper="no separate MPS number (README reports MPS+MRS only)")
 
 
