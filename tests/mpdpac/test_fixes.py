@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from paperflow.mpdpac.fixes import (MRS_GAMMA, Prior, calibrated_prior, mps_apply, mrs_scale, paper_prior,
-                                    prior_cos, prior_states, random_prior, rotary_scaled)
+                                    prior_states, random_prior, rotary_scaled)
 from paperflow.mpdpac.model import build_inputs
 
 

@@ -9,6 +9,7 @@ the same items, so differences between arms are paired by item.
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,8 @@ log = logging.getLogger("paperflow.mpdpac.evaluate")
 
 
 def _nanmean(a: np.ndarray, axis: Any = None) -> Any:
-    with np.errstate(invalid="ignore"), __import__("warnings").catch_warnings():
-        __import__("warnings").simplefilter("ignore", RuntimeWarning)
+    with warnings.catch_warnings():  # all-NaN rows (no masked slot left) give NaN, not a warning
+        warnings.simplefilter("ignore", RuntimeWarning)
         return np.nanmean(a, axis=axis)
 
 

@@ -99,12 +99,13 @@ def decode(params: DecodeParams, *, data: Path, model: Path, out: Path) -> dict[
 def aggregate(inputs: list[Path], *, out: Path) -> dict[str, Any]:
     """Collect every decode job into metrics.json: condition → arm → seed → results."""
     runs: dict[str, dict[str, dict[str, Any]]] = {}
+    conds: dict[str, Any] = {}
     for f in inputs:
         r = read_json(f)
         cond = r["condition"]["name"]
+        conds[cond] = r["condition"]
         for arm, res in r["arms"].items():
             runs.setdefault(cond, {}).setdefault(arm, {})[str(r["seed"])] = res
-    conds = {read_json(f)["condition"]["name"]: read_json(f)["condition"] for f in inputs}
     metrics = {"conditions": conds, "runs": runs, "n_inputs": len(inputs)}
     with Stage("mpdpac.aggregate", config={"n_inputs": len(inputs)}, outputs=[out], inputs=inputs) as st:
         write_json(out, metrics)
