@@ -1,0 +1,65 @@
+"""The LLaDA low-confidence decoder and the caption metrics (hand cases)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from paperflow.mpdpac.data import Vocab
+from paperflow.mpdpac.decode import decode, transfer_schedule
+from paperflow.mpdpac.fixes import paper_prior
+from paperflow.mpdpac.metrics import distinct2, dup_rate, item_stats, parse_objects, prf, truncate
+
+SPECIAL = {"mask": 0, "eos": 1, "sep": 2, "bg": 3, "comma": 4}
+
+
+def test_transfer_schedule():
+    assert transfer_schedule(10, 3) == [4, 3, 3]
+    assert sum(transfer_schedule(48, 12)) == 48 and set(transfer_schedule(48, 12)) == {4}
+
+
+@pytest.mark.parametrize("L,tps,block", [(6, 1, 0), (8, 4, 0), (8, 3, 4)])
+def test_decode_fills_every_slot_and_records_diagnostics(tiny_model, L, tps, block):
+    pr = paper_prior(tiny_model, 2)
+    vis = torch.tensor([[3, 3, 5 + 6, 3, 3, 3, 3, 3, 3], [5 + 7, 3, 3, 3, 3, 3, 3, 3, 5 + 8]])
+    out = decode(tiny_model, vis, answer_len=L, tokens_per_step=tps, block_len=block, special=SPECIAL,
+                 diag_prior=pr, mps_prior=pr, lam=1.0, attention=True)
+    assert out.answer.shape == (2, L) and not (out.answer == 0).any()
+    steps = out.cos.shape[1]
+    blk = block or L
+    assert steps == (L // blk) * -(-blk // tps)
+    masked_per_step = (~np.isnan(out.cos)).sum(axis=2)  # [B, steps]: slots still masked at each step
+    assert (masked_per_step[:, 0] == L).all() and (np.diff(masked_per_step, axis=1) < 0).all()
+    assert out.vis_attn.shape == (2, 3, steps) and (out.vis_attn > 0).all() and (out.vis_attn <= 1 + 1e-6).all()
+    assert (out.obj_attn <= out.vis_attn + 1e-6).all()
+
+
+def test_decode_is_deterministic_and_mps_changes_nothing_at_lambda_zero(tiny_model):
+    pr = paper_prior(tiny_model, 2)
+    vis = torch.tensor([[3, 3, 11, 3, 3, 3, 12, 3, 3]])
+    kw = dict(answer_len=6, tokens_per_step=2, block_len=0, special=SPECIAL, diag_prior=pr)
+    a = decode(tiny_model, vis, **kw)
+    b = decode(tiny_model, vis, mps_prior=pr, lam=0.0, **kw)
+    assert np.array_equal(a.answer, b.answer) and np.allclose(a.cos, b.cos, equal_nan=True)
+
+
+def test_metrics_hand_cases():
+    v = Vocab(3, 3)
+    red, green, circle, square = v.colour(0), v.colour(1), v.shape(0), v.shape(1)
+    cm, eos = v.comma, v.eos
+    # red circle , red circle , green square , EOS green circle  → objects before EOS only
+    a = [red, circle, cm, red, circle, cm, green, square, cm, eos, green, circle]
+    assert truncate(a, eos) == a[:9]
+    assert parse_objects(truncate(a, eos), v) == [(0, 0), (0, 0), (1, 1)]
+    b = [green, circle, cm, eos, eos, eos, eos, eos, eos, eos, eos, eos]
+    answers = np.array([a, b])
+    objects = np.array([[[0, 0], [1, 1], [-1, -1]], [[1, 0], [2, 2], [-1, -1]]])
+    st = item_stats(answers, objects, np.array([2, 2]), v)
+    assert st["n_pred"].tolist() == [3, 1] and st["n_dup"].tolist() == [1, 0] and st["n_tp"].tolist() == [2, 1]
+    assert dup_rate(st) == pytest.approx(1 / 4)
+    P, R, F = prf(st)
+    assert (P, R) == pytest.approx((3 / 4, 3 / 4)) and F == pytest.approx(0.75)
+    # bigrams of a: 8, distinct: (r,c),(c,,),(,,r),(,,g),(g,s),(s,,) = 6 → seq-rep-2 = 1 − 6/8
+    assert st["seq_rep2"][0] == pytest.approx(0.25) and st["seq_rep2"][1] == 0.0
+    assert distinct2(answers, eos) == pytest.approx(len({*zip(a[:8], a[1:9]), (green, circle), (circle, cm)}) / 10)
