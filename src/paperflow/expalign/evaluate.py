@@ -74,7 +74,7 @@ def phrase_map(scores: np.ndarray, split: Split, rare_p: np.ndarray) -> dict[str
     for p in range(scores.shape[1]):
         valid = split.pos[:, p] | split.neg[:, p]
         y = split.pos[valid, p]
-        if y.any() and (~y).any():
+        if y.any() and (~y).any() and np.isfinite(scores[valid, p]).all():
             aps[p] = average_precision_score(y, scores[valid, p])
             prev[p] = y.mean()
     ok = ~np.isnan(aps)

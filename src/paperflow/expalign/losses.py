@@ -58,8 +58,8 @@ def box_masks(boxes: torch.Tensor, H: int, W: int, image_size: int) -> torch.Ten
     y1 = torch.floor(b[:, 1] * H).long().clamp(0, H - 1)
     x2 = torch.maximum(torch.ceil((b[:, 0] + b[:, 2]) * W).long().clamp(0, W), x1 + 1)
     y2 = torch.maximum(torch.ceil((b[:, 1] + b[:, 3]) * H).long().clamp(0, H), y1 + 1)
-    xs = torch.arange(W)[None, None, :]
-    ys = torch.arange(H)[None, :, None]
+    xs = torch.arange(W, device=boxes.device)[None, None, :]
+    ys = torch.arange(H, device=boxes.device)[None, :, None]
     return ((xs >= x1[:, None, None]) & (xs < x2[:, None, None]) & (ys >= y1[:, None, None])
             & (ys < y2[:, None, None]))
 
@@ -94,7 +94,7 @@ def gaco(S: torch.Tensor, M: torch.Tensor, *, clip: float = 5.0, eps: float = 1e
     c = cnt.clamp(min=1)[:, None]
     mu = (R * Mf).sum(1, keepdim=True) / c
     var = (((R - mu) ** 2) * Mf).sum(1, keepdim=True) / c
-    A = ((R - mu) / (var.sqrt() + eps)).clamp(-clip, clip)
+    A = ((R - mu) / (var.clamp_min(1e-12).sqrt() + eps)).clamp(-clip, clip)  # clamp: finite gradient at std 0
     if detach_advantage:
         A = A.detach()
     return -(A * logq * Mf).sum() / tot

@@ -2,10 +2,11 @@
 loss = lambda_mp * top-K multi-positive (or mean-pooled, arm E) + lambda_box * box in/out (arm F)
 + lambda_geo * GACO (arm D). Labels used: image-level phrases (all arms), boxes (F), masks (D).
 
-Resumable: every `ckpt_every` steps the state (model, optimizer, torch + numpy RNGs, step) is saved with
-`paperflow.core.checkpoint`; a rerun resumes from it and ends with the same weights as an uninterrupted
-run (tests/expalign/test_train.py). Batches are drawn from `core.seeding.stream(seed, "batches")`, the same
-stream for every arm, so arms are paired by seed.
+Resumable: the loop is the shared `paperflow.nn.vision.fit`; every `ckpt_every` steps it saves the state
+(model, optimizer, scheduler, torch RNG, loss history) with `paperflow.core.checkpoint`; a rerun resumes and
+ends with the same weights as an uninterrupted run (tests/expalign/test_train.py). The batch of step t is
+drawn from `core.seeding.stream(seed, "batches", t)`: the same batches for every arm, so arms are paired by
+seed, and a resumed run needs no sampler state.
 """
 
 from __future__ import annotations
@@ -47,44 +48,38 @@ def object_cells(split: Split, P: int, H: int, W: int) -> torch.Tensor:
 
 def train(params: Mapping[str, Any], split: Split, text: Mapping[str, np.ndarray], *, ckpt_dir: Path | None,
           stop_after: int | None = None) -> tuple[GroundingNet | None, dict[str, Any]]:
-    """Returns (model, log); (None, log) when `stop_after` steps ran (the checkpoint holds the state)."""
-    from paperflow.core.checkpoint import has_checkpoint, load_training_state, save_training_state
+    """Returns (model, log); (None, log) when `stop_after` steps ran (the checkpoint holds the state).
+    The loop is the shared `paperflow.nn.vision.fit` (AdamW, warm-up + cosine, core.checkpoint)."""
     from paperflow.core.seeding import seed_everything, stream
+    from paperflow.nn.vision import fit
 
     arm, tr = params["arm"], params["train"]
     seed = int(params["seed"])
     seed_everything(seed)
-    txt = text_tensors(text)
-    model = build_model(params, txt["tokens"].shape[-1])
-    opt = torch.optim.AdamW(model.parameters(), lr=float(tr["lr"]), weight_decay=float(tr["weight_decay"]))
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # paper scale: one GPU per job
+    txt = {k: v.to(device) for k, v in text_tensors(text).items()}
+    model = build_model(params, txt["tokens"].shape[-1]).to(device)
     steps = int(tr["steps"])
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / max(1, int(tr["warmup"]))) * 0.5 * (1 + np.cos(np.pi * min(s, steps) / steps)))
-    rng = stream(seed, "batches")
-    start = 0
-    hist: list[dict[str, float]] = []
-    if ckpt_dir is not None and has_checkpoint(ckpt_dir):
-        st = load_training_state(ckpt_dir, model=model, optimizer=opt, scheduler=sched, np_rng=rng)
-        start, hist = st["step"], list(st["extra"].get("hist", []))
-        log.info("resumed at step %d from %s", start, ckpt_dir)
     images = torch.from_numpy(split.images)
     pos = torch.from_numpy(split.pos)
     valid = pos | torch.from_numpy(split.neg)
     P = pos.shape[1]
     S_img = split.images.shape[1]
-    H = W = int(params["model"]["grid"])
+    with torch.no_grad():  # the encoder's grid (eval mode: BN statistics untouched)
+        H, W = model.eval()(images[:1].to(device), txt).shape[-2:]
     M_all = object_cells(split, P, H, W) if arm["gaco"] else None
     inst_image = torch.from_numpy(split.inst_image)
     inst_cat = torch.from_numpy(split.inst_cat)
     inst_box = torch.from_numpy(split.inst_box)
     N = len(images)
-    bs = int(tr["batch_size"])
-    t0 = time.time()
-    model.train()
-    for step in range(start, steps):
-        idx = torch.from_numpy(rng.choice(N, size=min(bs, N), replace=False))
-        S = model(images[idx], txt)
-        l_mp = losses.topk_multi_positive(S, pos[idx], valid[idx], rho=float(arm["rho"]),
+    bs = min(int(tr["batch_size"]), N)
+    hist: list[dict[str, float]] = []
+    every = max(1, steps // 10)
+
+    def loss_fn(step: int) -> torch.Tensor:
+        idx = torch.from_numpy(stream(seed, "batches", step).choice(N, size=bs, replace=False))
+        S = model(images[idx].to(device), txt)
+        l_mp = losses.topk_multi_positive(S, pos[idx].to(device), valid[idx].to(device), rho=float(arm["rho"]),
                                           temperature=float(tr["temperature"]), pooling=arm["pooling"])
         loss = float(tr["lambda_mp"]) * l_mp
         parts = {"mp": l_mp.item()}
@@ -92,29 +87,28 @@ def train(params: Mapping[str, Any], split: Split, text: Mapping[str, np.ndarray
             row = torch.full((N,), -1, dtype=torch.long)
             row[idx] = torch.arange(len(idx))
             sel = row[inst_image] >= 0
-            l_box = losses.box_in_out(S, row[inst_image[sel]], inst_cat[sel], inst_box[sel], image_size=S_img,
+            l_box = losses.box_in_out(S, row[inst_image[sel]].to(device), inst_cat[sel].to(device),
+                                      inst_box[sel].to(device), image_size=S_img,
                                       margin=float(tr["box_margin"]))
             loss = loss + float(tr["lambda_box"]) * l_box
             parts["box"] = l_box.item()
         if arm["gaco"]:
             assert M_all is not None
-            l_geo = losses.gaco(S, M_all[idx], clip=float(tr["adv_clip"]), detach_advantage=bool(arm["detach_advantage"]))
+            l_geo = losses.gaco(S, M_all[idx].to(device), clip=float(tr["adv_clip"]),
+                                detach_advantage=bool(arm["detach_advantage"]))
             loss = loss + float(tr["lambda_geo"]) * l_geo
             parts["geo"] = l_geo.item()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if tr["grad_clip"]:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), float(tr["grad_clip"]))
-        opt.step()
-        sched.step()
-        done = step + 1
-        if done % max(1, steps // 10) == 0 or done == steps:
-            hist.append({"step": done, "loss": loss.item(), **parts})
-            log.info("step %d/%d loss %.4f %s", done, steps, loss.item(), parts)
-        if ckpt_dir is not None and done < steps and (done % int(tr["ckpt_every"]) == 0 or done == stop_after):
-            save_training_state(ckpt_dir, model=model, optimizer=opt, step=done, scheduler=sched, np_rng=rng,
-                                extra={"hist": hist})
-        if stop_after is not None and done >= stop_after and done < steps:
-            return None, {"stopped_at": done, "hist": hist}
+        if (step + 1) % every == 0:
+            hist.append({"step": step + 1, "loss": loss.item(), **parts})
+        return loss
+
+    t0 = time.time()
+    res = fit(model, loss_fn, steps=steps, lr=float(tr["lr"]), weight_decay=float(tr["weight_decay"]),
+              warmup=float(tr["warmup"]), grad_clip=float(tr["grad_clip"]) or None, ckpt_dir=ckpt_dir,
+              ckpt_every=int(tr["ckpt_every"]), stop_after=stop_after, log=log.info, log_every=every)
+    info = {"hist": hist, "losses_every": res.losses[every - 1::every], "steps": res.step,
+            "resumed_from": res.resumed_from, "train_s": time.time() - t0}
+    if res.step < steps:
+        return None, info
     model.eval()
-    return model, {"hist": hist, "train_s": time.time() - t0, "steps": steps}
+    return model.cpu(), info
