@@ -151,9 +151,8 @@ def box_ap(S: torch.Tensor, scores: np.ndarray, split: Split, rare_p: np.ndarray
                            "category_id": int(split.inst_cat[k]) + 1, "bbox": [float(v) for v in split.inst_box[k]],
                            "area": float(split.inst_mask[k].sum()), "iscrowd": 0}
                           for k in range(len(split.inst_cat))]}
-    # LVIS-style: only categories verified positive or negative in an image count there
-    for im, row_pos, row_neg in zip(gt["images"], split.pos, split.neg):
-        im["neg_category_ids"] = [int(p) + 1 for p in np.nonzero(row_neg)[0]]
+    # federated (LVIS-style) labels: boxes are only proposed for phrases verified present or absent in an
+    # image (COCOeval itself has no notion of unverified categories; the synthetic labels are exhaustive)
     dets = []
     top = np.argsort(-scores, axis=1)[:, :phrases_per_image]
     up = F.interpolate(S, size=(size, size), mode="bilinear", align_corners=False)
