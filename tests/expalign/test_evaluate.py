@@ -55,3 +55,36 @@ def test_swap_pairs_differ_in_one_attribute(splits):
             assert cats[i]["size"] == cats[j]["size"]
     assert len(pairs["colour"]) == 60 * 5 and len(pairs["shape"]) == 60 * 4
     assert np.isfinite(len(pairs["colour"]))
+
+
+def test_evaluate_stage_matches_models_to_arms_by_path_not_order(splits, tmp_path):
+    """The rule lists model files in config order, --params holds arms in sorted order: files must be
+    matched by their arm directory (a sentence-head file loaded into a token head would fail or, worse,
+    score the wrong model)."""
+    from safetensors.numpy import save_file
+
+    from paperflow.core.checkpoint import save_weights
+    from paperflow.core.config import validate_config
+    from paperflow.core.io import write_json
+    from paperflow.expalign import plan
+    from paperflow.expalign.data import save_split
+    from paperflow.expalign.stages import evaluate
+    from paperflow.expalign.train import build_model
+    from tests.expalign.conftest import fake_text
+
+    _, te, cats = splits
+    cfg = validate_config({"expalign": {"enabled": True, "model": {"dim": 8, "width": 4},
+                                        "arms": {"Z": {"head": "sentence"}, "B": {"head": "max"}}}})["expalign"]
+    test, meta, text = tmp_path / "test.safetensors", tmp_path / "meta.json", tmp_path / "text.safetensors"
+    save_split(test, te)
+    write_json(meta, {"categories": cats})
+    save_file({f"plain.{k}": v for k, v in fake_text(len(cats)).items()}, str(text))
+    models = []
+    for arm in ("Z", "B"):  # config order; the params JSON sorts them to B, Z
+        p = plan.train_params(cfg, arm, 0)
+        path = tmp_path / "m" / arm / "s0" / "model.safetensors"
+        save_weights(path, build_model(p, 24))
+        models.append(path)
+    res = evaluate(plan.eval_params(cfg, 0), test=test, meta=meta, text=text, models=models[::-1],
+                   out=tmp_path / "s0.json")
+    assert set(res["arms"]) == {"B", "Z"}

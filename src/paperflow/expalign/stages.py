@@ -160,9 +160,12 @@ def evaluate(params: EvalParams, *, test: Path, meta: Path, text: Path, models: 
     from paperflow.expalign.text import read_text_embeddings
     from paperflow.expalign.train import build_model, text_tensors
 
-    arms = list(params["arms"])
-    if len(models) != len(arms):
-        raise ValueError(f"evaluate: {len(arms)} arms but {len(models)} model files")
+    # models/<name>/<arm>/s<seed>/model.safetensors: match by the arm directory, never by order (the
+    # --params JSON may list arms in another order than the rule lists the files)
+    by_arm = {Path(m).parent.parent.name: Path(m) for m in models}
+    if set(by_arm) != set(params["arms"]):
+        raise ValueError(f"evaluate: arms {sorted(params['arms'])} but model files for {sorted(by_arm)}")
+    arms = sorted(params["arms"])
     split = read_split(test)
     cats = read_json(meta)["categories"]
     out = Path(out)
@@ -172,7 +175,8 @@ def evaluate(params: EvalParams, *, test: Path, meta: Path, text: Path, models: 
     examples: dict[str, np.ndarray] = {}
     with Stage("expalign.evaluate", config=params, outputs=[out, ex_path], inputs=[test, meta, text, *models],
                seed=params["seed"]) as st:
-        for arm, mpath in zip(arms, models):
+        for arm in arms:
+            mpath = by_arm[arm]
             tp = params["arms"][arm]
             txt = text_tensors(read_text_embeddings(text, tp["arm"]["prompt"]))
             model = build_model(tp, txt["tokens"].shape[-1])
