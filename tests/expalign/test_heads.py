@@ -68,3 +68,18 @@ def test_fused_head_matches_bn_head_in_eval_mode():
     head.fuse(w)
     torch.testing.assert_close(head(x, w, mask), ref, rtol=1e-4, atol=1e-4)
     head.unfuse()
+
+
+def test_vit_encoder_option_gives_the_same_grid_as_the_cnn():
+    """`model.encoder: vit` uses the shared paperflow.nn.vision.TinyViT patch tokens as the map."""
+    from paperflow.core.config import validate_config
+    from paperflow.expalign.model import GroundingNet
+
+    imgs = torch.randint(0, 255, (2, 32, 32, 3), dtype=torch.uint8)
+    txt = {"tokens": torch.randn(5, 4, 24), "mask": torch.ones(5, 4, dtype=torch.bool), "sentence": torch.randn(5, 24)}
+    shapes = []
+    for enc in ("cnn", "vit"):
+        cfg = validate_config({"expalign": {"enabled": True, "model": {"encoder": enc, "dim": 16, "width": 8,
+                                                                       "vit_layers": 1, "vit_heads": 2}}})
+        shapes.append(tuple(GroundingNet(cfg["expalign"]["model"], "expect", 24)(imgs, txt).shape))
+    assert shapes[0] == shapes[1] == (2, 5, 8, 8)
