@@ -81,5 +81,8 @@ def test_vit_encoder_option_gives_the_same_grid_as_the_cnn():
     for enc in ("cnn", "vit"):
         cfg = validate_config({"expalign": {"enabled": True, "model": {"encoder": enc, "dim": 16, "width": 8,
                                                                        "vit_layers": 1, "vit_heads": 2}}})
-        shapes.append(tuple(GroundingNet(cfg["expalign"]["model"], "expect", 24)(imgs, txt).shape))
+        from paperflow.expalign import plan
+
+        p = plan.train_params(cfg["expalign"], "C", 0)
+        shapes.append(tuple(GroundingNet(p["model"], "expect", 24)(imgs, txt).shape))
     assert shapes[0] == shapes[1] == (2, 5, 8, 8)

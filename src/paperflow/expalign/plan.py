@@ -64,8 +64,8 @@ def arm_cfg(cfg: Mapping[str, Any], arm: str) -> dict[str, Any]:
 
 def train_params(cfg: Mapping[str, Any], arm: str, seed: int) -> dict[str, Any]:
     """Everything one training job depends on — and nothing else."""
-    return {"arm_name": arm, "arm": arm_cfg(cfg, arm), "seed": int(seed), "model": dict(cfg["model"]),
-            "train": dict(cfg["train"])}
+    model = {**dict(cfg["model"]), "image_size": int(cfg["data"]["image_size"])}  # the ViT needs the input size
+    return {"arm_name": arm, "arm": arm_cfg(cfg, arm), "seed": int(seed), "model": model, "train": dict(cfg["train"])}
 
 
 def eval_params(cfg: Mapping[str, Any], seed: int) -> dict[str, Any]:
