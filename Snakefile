@@ -24,6 +24,7 @@ include: "rules/unlearning.smk"
 include: "rules/robopolicy.smk"
 include: "rules/docloc.smk"
 include: "rules/mpdpac.smk"
+include: "rules/expalign.smk"
 include: "rules/report.smk"
 
 mark_local_rules()  # reports, summaries, figures: run by the head job on a cluster (rules/common.smk)
