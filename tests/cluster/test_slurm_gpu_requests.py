@@ -195,6 +195,7 @@ PAPER_GPU_STAGES = {
     "robopolicy": ["lam_pretrain", "train"],
     "docloc": ["train"],
     "mpdpac": ["train", "decode"],
+    "expalign": ["train", "evaluate"],
 }
 
 
