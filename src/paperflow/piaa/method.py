@@ -114,7 +114,7 @@ def refine(bank_feats: np.ndarray, W: np.ndarray, b: np.ndarray, tau_d: float) -
         m = np.flatnonzero(pred == c)
         pc = q[m, c]
         thr = pc.mean() + (pc.std(ddof=1) if len(pc) > 1 else 0.0)
-        keep[m[pc >= thr]] = True
+        keep[m[pc >= thr - 1e-12]] = True  # tolerance: saturated probabilities
     return bank_feats[keep], q[keep]
 
 

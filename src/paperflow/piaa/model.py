@@ -61,6 +61,11 @@ def to_tensor(images: np.ndarray) -> torch.Tensor:
     return (torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).float() / 255.0 - MEAN) / STD
 
 
+def device() -> torch.device:
+    """CUDA when a GPU is granted (paper scale), else the CPU (tiny and smoke profiles, bit-reproducible)."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
 def build(params: Mapping[str, Any], text_dim: int, seed: int) -> TinyCLIP:
     torch.manual_seed(seed)
     return TinyCLIP(params["vit"], text_dim)
@@ -72,22 +77,24 @@ def train(params: Mapping[str, Any], images: np.ndarray, cap_idx: np.ndarray, ca
     from paperflow.core.seeding import stream
 
     seed, tp = int(params["seed"]), params["train"]
-    model = build(params, cap_emb.shape[1], seed)
-    X = to_tensor(images)
-    T = torch.from_numpy(cap_emb)
-    ci = torch.from_numpy(cap_idx.astype(np.int64))
+    dev = device()
+    model = build(params, cap_emb.shape[1], seed).to(dev)
+    X = to_tensor(images).to(dev)
+    T = torch.from_numpy(cap_emb).to(dev)
+    ci = torch.from_numpy(cap_idx.astype(np.int64)).to(dev)
     B = min(int(tp["batch_size"]), len(X))
 
     def loss_fn(step: int) -> torch.Tensor:
-        idx = torch.from_numpy(stream(seed, "piaa-batch", step).choice(len(X), size=B, replace=False))
+        idx = torch.from_numpy(stream(seed, "piaa-batch", step).choice(len(X), size=B, replace=False)).to(dev)
         x = X[idx]
         if tp.get("flip", True):  # horizontal flips: the label set is unchanged
-            flip = torch.from_numpy(stream(seed, "piaa-flip", step).random(B) < 0.5)
+            flip = torch.from_numpy(stream(seed, "piaa-flip", step).random(B) < 0.5).to(dev)
             x = torch.where(flip.view(-1, 1, 1, 1), x.flip(-1), x)
         c = ci[idx]
-        img = model.image(x).cls
-        txt = model.text(T[c])
-        return clip_loss(img, txt, model.logit_scale, targets=(c[:, None] == c[None, :]).float())
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda"):
+            img = model.image(x).cls
+            txt = model.text(T[c])
+        return clip_loss(img.float(), txt.float(), model.logit_scale, targets=(c[:, None] == c[None, :]).float())
 
     res = fit(model, loss_fn, steps=int(tp["steps"]), lr=float(tp["lr"]), weight_decay=float(tp["weight_decay"]),
               warmup=float(tp["warmup"]), ckpt_dir=ckpt_dir, ckpt_every=int(tp["ckpt_every"]),
@@ -104,14 +111,16 @@ def train(params: Mapping[str, Any], images: np.ndarray, cap_idx: np.ndarray, ca
 @torch.no_grad()
 def encode_images(model: TinyCLIP, images: np.ndarray, mode: str, batch: int = 256) -> tuple[np.ndarray, np.ndarray]:
     """L2-normalised [CLS] [N, E] and patch features [N, P, E] with the last block in `mode`."""
+    dev = next(model.parameters()).device
     cls, pat = [], []
     for i in range(0, len(images), batch):
-        o = model.image(to_tensor(images[i:i + batch]), last_block=mode)
-        cls.append(torch.nn.functional.normalize(o.cls, dim=-1))
-        pat.append(torch.nn.functional.normalize(o.patches, dim=-1))
+        o = model.image(to_tensor(images[i:i + batch]).to(dev), last_block=mode)
+        cls.append(torch.nn.functional.normalize(o.cls.float(), dim=-1).cpu())
+        pat.append(torch.nn.functional.normalize(o.patches.float(), dim=-1).cpu())
     return torch.cat(cls).numpy(), torch.cat(pat).numpy()
 
 
 @torch.no_grad()
 def encode_text(model: TinyCLIP, emb: np.ndarray) -> np.ndarray:
-    return torch.nn.functional.normalize(model.text(torch.from_numpy(emb)), dim=-1).numpy()
+    dev = next(model.parameters()).device
+    return torch.nn.functional.normalize(model.text(torch.from_numpy(emb).to(dev)).float(), dim=-1).cpu().numpy()

@@ -153,7 +153,7 @@ def evaluate(params: EvalParams, *, data: Path, text: Path, model: Path, out: Pa
     cfg = json.loads((Path(model) / "config.json").read_text())
     m = mdl.TinyCLIP(cfg["vit"], int(cfg["text_dim"]))
     load_weights(Path(model) / "model.safetensors", m)
-    m.eval()
+    m.to(mdl.device()).eval()
     with Stage("piaa.evaluate", config=params, outputs=[out], inputs=[data, text, Path(model) / "model.safetensors"],
                seed=params["seed"]) as st:
         ntr = len(arrays["train_images"])
