@@ -198,6 +198,11 @@ def _diag_text(metrics: Mapping[str, Any]) -> str:
     return f"{ent}\n\nModality gaps (‖centroid(image) − centroid(text)‖, mean over seeds): {gaps}."
 
 
+def _banks(metrics: Mapping[str, Any]) -> str:
+    return "; ".join(f"seed {s}: {p['bank_size']} patches, {p['refined_size']} after refinement"
+                     for s, p in zip(metrics["seeds"], metrics["pvcl"]))
+
+
 def _edges(metrics: Mapping[str, Any]) -> str:
     e = metrics["tercile_edges_patches"]
     return "none (no object areas)" if not e else f"small ≤ {e[0]:.2f} < medium ≤ {e[1]:.2f} < large"
@@ -216,6 +221,11 @@ Scale: synthetic list-form data ({cfg['data']['name']}), {metrics['n_test']} tes
 {np.mean([t['loss_first'] for t in tr]):.3f}). This tests the PIAA recipe (official constants of akang-wang/PIAA,
 all "official" per the spec §3.2) on a tiny CLIP we train ourselves, not the paper's pretrained SCLIP/ITACLIP/SC-CLIP
 on VOC/COCO/NUS-WIDE. Seed-0 bootstrap of mAP(arm 5) − mAP(arm 1) over test images: {boot['diff']:.3f} {bl}.
+
+PVCL banks (default K, τ_d): {_banks(metrics)}. A refined size of 0 means the official keep rule
+(probability ≥ mean + 1 std per predicted class) kept nothing because the refinement softmax saturates; the
+unrefined GDA is then used (the released code would stop on an empty concatenation), so "no refinement" equals
+arm 5 for that seed.
 
 ## Arms and ablations (mAP, mean ± s.e. over seeds; terciles of object area)
 

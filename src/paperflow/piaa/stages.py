@@ -68,7 +68,7 @@ def text(params: dict[str, Any], *, data: Path, out: Path) -> dict[str, Any]:
 
     from paperflow.core.io import atomic_path
     from paperflow.piaa.data import captions, load_prepared, prompts
-    from paperflow.piaa.model import encode_texts
+    from paperflow.piaa.text import encode_texts
 
     arrays, meta = load_prepared(data)
     classes = meta["classes"]
