@@ -97,8 +97,10 @@ class TrainParams(TypedDict):
 @stage(plan=plan.train_params)
 def train(params: TrainParams, *, data: Path, text: Path, out: Path, ckpt: Path,
           stop_after: int | None = None) -> dict[str, Any]:
-    """Train the tiny CLIP contrastively (resumable from `ckpt`/<params hash>); write weights + config to
-    `out`/. `--stop-after N` stops after N steps (checkpoint kept) — rerun to resume."""
+    """Train the tiny CLIP contrastively, resumable; write weights + config to `out`/.
+
+    Checkpoints go to `ckpt`/<params hash>; `--stop-after N` stops after N steps (checkpoint kept), a rerun
+    resumes."""
     from safetensors.numpy import load_file
 
     from paperflow.core.checkpoint import save_weights
