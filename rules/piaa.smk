@@ -5,7 +5,7 @@ from paperflow.piaa import plan as piaa_plan
 PIAA_RES = f"{RESULTS}/piaa"
 PIAA_DATA = piaa_plan.data_dir(config["piaa"], config["data_dir"])
 PIAA_MODELS = piaa_plan.data_dir(config["piaa"], config["models_dir"])
-PIAA_FIGURES = ["map_by_tercile.png", "temperature_grid.png"]
+PIAA_FIGURES = ["map_by_tercile.png", "temperature_grid.png", "patch_maps.png"]
 PIAA_SYNTH = piaa_plan.synthetic(config["piaa"])
 
 if "piaa" in ENABLED:

@@ -16,7 +16,7 @@ VERDICTS = {"held", "did not hold", "partly", "not testable at this scale", "inc
 def test_outputs_metrics_and_summary(smk_run):
     res = smk_run / "results/piaa"
     for f in ["metrics.json", "summary.md", "runs/s0.json", "figures/map_by_tercile.png",
-              "figures/temperature_grid.png"]:
+              "figures/temperature_grid.png", "figures/patch_maps.png"]:
         assert (res / f).stat().st_size > 0, f
     for f in ["metrics.json", "summary.md", "runs/s0.json"]:
         man = json.loads((res / (f + ".manifest.json")).read_text())

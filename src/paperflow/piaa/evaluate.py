@@ -216,4 +216,18 @@ def run(params: Mapping[str, Any], feats: Mapping[str, np.ndarray], labels: Mapp
     diag["gap_cls_caption"] = modality_gap(cls_t, feats["cap_test"])
     diag["gap_cls_prompt"] = modality_gap(cls_t, t)
     res["diagnostics"] = diag
+    # examples for the heat-map figure: the first few test images with ≥ 2 labels, the full-PIAA patch map
+    # (GDA probability of each true label per patch) and the patch–text map on vanilla patches
+    ex = []
+    imgs = extra.get("images_test")
+    if imgs is not None:
+        grid_side = int(round(np.sqrt(feats["sclip_test"].shape[1])))
+        q = M.gda_patch_probs(feats["sclip_test"], default.W, default.b, t_inf)
+        sims = feats["van_test"] @ t.T
+        for n in np.flatnonzero(y.sum(1) >= 2)[:int(m.get("n_examples", 4))]:
+            labs = [int(c) for c in np.flatnonzero(y[n])]
+            ex.append({"index": int(n), "labels": labs, "image": imgs[n].tolist(),
+                       "gda": {str(c): q[n, :, c].reshape(grid_side, grid_side).tolist() for c in labs},
+                       "text_vanilla": {str(c): sims[n, :, c].reshape(grid_side, grid_side).tolist() for c in labs}})
+    res["examples"] = ex
     return res

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-FIGURES = ["map_by_tercile.png", "temperature_grid.png"]
+FIGURES = ["map_by_tercile.png", "temperature_grid.png", "patch_maps.png"]
 ARMS = ["a1_cls", "a2_patch_van", "a3_patch_sclip", "a4_text", "a4_pvcl", "a5_piaa", "a5_tuned"]
 
 
@@ -47,4 +47,31 @@ def make_all(metrics: Mapping[str, Any], outdir: Path) -> list[Path]:
     ax.set_ylabel("mAP of full PIAA")
     ax.legend(fontsize=7)
     outs.append(save_figure(fig, outdir / FIGURES[1]))
+    outs.append(patch_maps(metrics, outdir / FIGURES[2]))
     return outs
+
+
+def patch_maps(metrics: Mapping[str, Any], path: Path) -> Path:
+    """Example test images (first seed) with, per true label, the full-PIAA patch map (GDA probability on
+    SCLIP patches) and the patch–text cosine on vanilla patches."""
+    from paperflow.core.plotting import save_figure, subplots
+
+    ex = metrics.get("examples") or []
+    classes = metrics.get("classes") or []
+    rows = max(1, len(ex))
+    cols = 1 + 2 * max([len(e["labels"]) for e in ex] or [1])
+    fig, axes = subplots(rows, cols, w=1.7, h=1.7)
+    for ax in axes.ravel():
+        ax.axis("off")
+    for r, e in enumerate(ex):
+        axes[r, 0].imshow(np.asarray(e["image"], np.uint8))
+        axes[r, 0].set_title(f"test #{e['index']}", fontsize=7)
+        for k, c in enumerate(e["labels"]):
+            name = classes[c] if c < len(classes) else str(c)
+            axes[r, 1 + 2 * k].imshow(np.asarray(e["gda"][str(c)]), cmap="magma")
+            axes[r, 1 + 2 * k].set_title(f"PVCL: {name}", fontsize=6)
+            axes[r, 2 + 2 * k].imshow(np.asarray(e["text_vanilla"][str(c)]), cmap="viridis")
+            axes[r, 2 + 2 * k].set_title(f"text, vanilla: {name}", fontsize=6)
+    if not ex:
+        axes[0, 0].text(0.5, 0.5, "no multi-label test image", ha="center", va="center")
+    return save_figure(fig, path)

@@ -49,7 +49,7 @@ def collect(runs: Sequence[Mapping[str, Any]], trains: Sequence[Mapping[str, Any
             "grid": [r["grid"] for r in runs], "grid_choice": [r["grid_choice"] for r in runs],
             "bootstrap": [r["bootstrap"] for r in runs], "diagnostics": diagnostics,
             "tercile_edges_patches": runs[0]["tercile_edges_patches"], "pvcl": [r["pvcl"] for r in runs],
-            "train": list(trains)}
+            "train": list(trains), "examples": runs[0].get("examples", []), "classes": runs[0].get("classes")}
 
 
 def _rule(cfg: Mapping[str, Any], name: str) -> Thresholds:

@@ -174,12 +174,13 @@ def evaluate(params: EvalParams, *, data: Path, text: Path, model: Path, out: Pa
                  "cap_test": mdl.encode_text(m, tx["captions"][tx["test_caption"]])}
         labels = {"test": arrays["test_labels"], "holdout": arrays["train_labels"][hold]}
         extra = {"area_test": arrays.get("test_area"), "owner_test": arrays.get("test_patch_owner"),
-                 "ocls_test": arrays.get("test_object_class")}
+                 "ocls_test": arrays.get("test_object_class"), "images_test": arrays["test_images"]}
         res = ev.run(params, feats, labels, extra)
         res["n_test"] = int(len(arrays["test_labels"]))
         res["n_pvcl_images"] = int(len(fit_idx))
         res["n_holdout"] = int(len(hold))
         res["seed"] = params["seed"]
+        res["classes"] = meta["classes"]
         write_json(out, res)
         st.metrics = {k: v["map"] for k, v in res["arms"].items()}
     return res
