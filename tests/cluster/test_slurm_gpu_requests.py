@@ -196,6 +196,7 @@ PAPER_GPU_STAGES = {
     "docloc": ["train"],
     "mpdpac": ["train", "decode"],
     "expalign": ["train", "evaluate"],
+    "piaa": ["train", "evaluate"],
 }
 
 
