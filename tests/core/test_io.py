@@ -77,3 +77,14 @@ def test_snakemake_directory_marker_does_not_stale_a_manifest(tmp_path):
         (out / "w.bin").write_bytes(b"123")
     (out / ".snakemake_timestamp").touch()
     assert read_manifest(out)["output_files"] == 1
+
+
+def test_seed_everything_sets_torch_deterministic_without_importing_inductor():
+    import subprocess
+    import sys
+
+    code = ("import sys, torch; from paperflow.core.seeding import seed_everything; seed_everything(3); "
+            "print(torch.are_deterministic_algorithms_enabled(), "
+            "torch.is_deterministic_algorithms_warn_only_enabled(), 'torch._inductor' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "True", "False"]
