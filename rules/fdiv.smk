@@ -44,7 +44,7 @@ rule fdiv_gmm:
         density=[fdiv_plan.gmm_path(RESULTS, m, "{loss}", s, "npz") for m, s in FDIV_GMM_MS],
     params:
         p=lambda w: as_json(fdiv_plan.gmm_loss_params(FDIV, w.loss)),
-        results=RESULTS,
+        results=lambda w, output: str(Path(output.json[0]).parents[4]),  # <results>/fdiv/gmm/<model>/<loss>/
     log:
         "logs/fdiv/gmm/{loss}.log",
     benchmark:
@@ -63,7 +63,7 @@ rule fdiv_hypergrid:
         [fdiv_plan.hypergrid_path(RESULTS, "{loss}", s) for s in fdiv_plan.seeds(FDIV)],
     params:
         p=lambda w: as_json(fdiv_plan.hypergrid_loss_params(FDIV, w.loss)),
-        results=RESULTS,
+        results=lambda w, output: str(Path(output[0]).parents[3]),  # <results>/fdiv/hypergrid/<loss>/
     log:
         "logs/fdiv/hypergrid/{loss}.log",
     benchmark:
