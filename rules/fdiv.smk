@@ -1,5 +1,5 @@
 # fdiv: f-divergence surrogate losses (f-TB) for VI and GFlowNets. Logic: src/paperflow/fdiv.
-# identity checks + one job per (model, loss, seed) GMM fit and per (loss, seed) hypergrid run
+# identity checks + one job per loss for the GMM fits (all models × seeds) and per loss for the hypergrid
 # -> aggregate (metrics.json, curves.csv) -> figures -> summary.md
 from paperflow.fdiv import plan as fdiv_plan
 
@@ -33,41 +33,48 @@ rule fdiv_identity:
         "paperflow fdiv identity --params {params.p:q} --out {output} > {log} 2>&1"
 
 
+# One job per loss: every (model, seed) GMM run of that loss, resp. every seed of its hypergrid run, in one
+# process (seconds-long runs; each job pays the torch start-up once). Outputs: the per-run files.
+FDIV_GMM_MS = [(m, s) for m in FDIV["gmm"]["models"] for s in fdiv_plan.seeds(FDIV)]
+
+
 rule fdiv_gmm:
     output:
-        json=f"{FDIV_OUT}/gmm/{{model}}/{{loss}}/seed{{seed}}.json",
-        density=f"{FDIV_OUT}/gmm/{{model}}/{{loss}}/seed{{seed}}.npz",
+        json=[fdiv_plan.gmm_path(RESULTS, m, "{loss}", s) for m, s in FDIV_GMM_MS],
+        density=[fdiv_plan.gmm_path(RESULTS, m, "{loss}", s, "npz") for m, s in FDIV_GMM_MS],
     params:
-        p=lambda w: as_json(fdiv_plan.gmm_params(FDIV, w.model, w.loss, int(w.seed))),
+        p=lambda w: as_json(fdiv_plan.gmm_loss_params(FDIV, w.loss)),
+        results=lambda w, output: str(Path(output.json[0]).parents[4]),  # <results>/fdiv/gmm/<model>/<loss>/
     log:
-        "logs/fdiv/gmm/{model}/{loss}/seed{seed}.log",
+        "logs/fdiv/gmm/{loss}.log",
     benchmark:
-        "benchmarks/fdiv/gmm/{model}/{loss}/seed{seed}.tsv"
+        "benchmarks/fdiv/gmm/{loss}.tsv"
     threads: 1
     resources:
         **stage_resources("fdiv", "gmm", mem_mb=1000, runtime=30),
     conda:
         "../envs/fdiv.yaml"
     shell:
-        "paperflow fdiv gmm --params {params.p:q} --out {output.json} --density {output.density} > {log} 2>&1"
+        "paperflow fdiv gmm-loss --params {params.p:q} --results {params.results:q} > {log} 2>&1"
 
 
 rule fdiv_hypergrid:
     output:
-        f"{FDIV_OUT}/hypergrid/{{loss}}/seed{{seed}}.json",
+        [fdiv_plan.hypergrid_path(RESULTS, "{loss}", s) for s in fdiv_plan.seeds(FDIV)],
     params:
-        p=lambda w: as_json(fdiv_plan.hypergrid_params(FDIV, w.loss, int(w.seed))),
+        p=lambda w: as_json(fdiv_plan.hypergrid_loss_params(FDIV, w.loss)),
+        results=lambda w, output: str(Path(output[0]).parents[3]),  # <results>/fdiv/hypergrid/<loss>/
     log:
-        "logs/fdiv/hypergrid/{loss}/seed{seed}.log",
+        "logs/fdiv/hypergrid/{loss}.log",
     benchmark:
-        "benchmarks/fdiv/hypergrid/{loss}/seed{seed}.tsv"
+        "benchmarks/fdiv/hypergrid/{loss}.tsv"
     threads: 1
     resources:
         **stage_resources("fdiv", "hypergrid", mem_mb=1000, runtime=30),
     conda:
         "../envs/fdiv.yaml"
     shell:
-        "paperflow fdiv hypergrid --params {params.p:q} --out {output} > {log} 2>&1"
+        "paperflow fdiv hypergrid-loss --params {params.p:q} --results {params.results:q} > {log} 2>&1"
 
 
 rule fdiv_aggregate:

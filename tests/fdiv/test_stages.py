@@ -47,3 +47,25 @@ def test_hypergrid_stage_by_hand_equals_the_rules_params_path(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads((tmp_path / "cli.json").read_text()) == json.loads(json.dumps(direct))
     assert set(direct["behaviours"]) == {"onpolicy", "lag2"}
+
+
+def test_per_loss_jobs_write_each_run_as_the_single_run_stage_does(tmp_path):
+    """`gmm-loss` / `hypergrid-loss` (one job per loss) run every model × seed of the loss in one process and
+    write the per-run files (with manifests) that the single-run stages write, byte for byte."""
+    c = {**cfg(), "seeds": 2}
+    gp = plan.gmm_loss_params(c, "tb")
+    assert [(r["model"], r["seed"]) for r in gp["runs"]] == [("gaussian", 0), ("gaussian", 1), ("tabular", 0),
+                                                             ("tabular", 1)]
+    stages.gmm_loss(gp, results=tmp_path / "job")
+    hp = plan.hypergrid_loss_params(c, "rkl")
+    stages.hypergrid_loss(hp, results=tmp_path / "job")
+    for r in gp["runs"][1:3]:
+        stages.gmm(r, out=tmp_path / "one.json", density=tmp_path / "one.npz")
+        job = Path(plan.gmm_path(str(tmp_path / "job"), r["model"], "tb", r["seed"]))
+        assert job.read_bytes() == (tmp_path / "one.json").read_bytes()
+        assert json.loads(Path(str(job) + ".manifest.json").read_text())["seed"] == r["seed"]
+        a, b = np.load(job.with_suffix(".npz")), np.load(tmp_path / "one.npz")
+        assert a.files == b.files and all(np.array_equal(a[k], b[k]) for k in a.files)
+    stages.hypergrid(hp["runs"][1], out=tmp_path / "hg.json")
+    job = Path(plan.hypergrid_path(str(tmp_path / "job"), "rkl", 1))
+    assert job.read_bytes() == (tmp_path / "hg.json").read_bytes()

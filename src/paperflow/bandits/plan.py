@@ -3,8 +3,10 @@ cell's job depends on. Rules and the CLI both call these, so they can never disa
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 EXPERIMENTS = ("main", "glm", "budget")
@@ -44,6 +46,65 @@ def cells(cfg: Mapping[str, Any]) -> list[Cell]:
         for v in variants:
             out += [Cell("budget", b["regime"], v, int(b["T"]), s) for s in range(int(cfg["seeds"]))]
     return out
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """The cells one `bandits_simulate` job runs: part `index` of one (experiment, regime, variant)."""
+
+    exp: str
+    regime: str
+    variant: str
+    index: int
+    cells: tuple[Cell, ...]
+
+    def path(self, results: str) -> str:
+        return f"{results}/bandits/runs/{self.exp}/{self.regime}/{self.variant}/chunk{self.index}.json"
+
+
+def per_cell(cfg: Mapping[str, Any]) -> bool:
+    """`rounds_per_job: 1`: one job per cell, in the per-cell layout (`T{T}_s{seed}.json`, stage `simulate`)."""
+    return cfg.get("rounds_per_job") == 1
+
+
+def chunks(cfg: Mapping[str, Any]) -> list[Chunk]:
+    return list(_chunks(json.dumps(cfg, sort_keys=True, default=str)))
+
+
+@lru_cache(maxsize=8)
+def _chunks(cfg_json: str) -> tuple[Chunk, ...]:
+    """Pack the cells of each (experiment, regime, variant), in (T, seed) order, into jobs of at most
+    `rounds_per_job` decision rounds (sum of T; a longer cell gets a job of its own; null: one job per
+    (experiment, regime, variant)). Changing one algorithm's parameters changes only its chunks."""
+    cfg = json.loads(cfg_json)
+    limit = cfg.get("rounds_per_job")
+    groups: dict[tuple[str, str, str], list[Cell]] = {}
+    for c in cells(cfg):
+        groups.setdefault((c.exp, c.regime, c.variant), []).append(c)
+    out: list[Chunk] = []
+    for (exp, regime, variant), group in groups.items():
+        parts: list[list[Cell]] = [[]]
+        for c in sorted(group, key=lambda c: (c.T, c.seed)):
+            if parts[-1] and limit is not None and sum(x.T for x in parts[-1]) + c.T > int(limit):
+                parts.append([])
+            parts[-1].append(c)
+        out += [Chunk(exp, regime, variant, i, tuple(p)) for i, p in enumerate(parts)]
+    return tuple(out)
+
+
+def outputs(cfg: Mapping[str, Any], results: str) -> list[str]:
+    """Every simulation file the aggregate stage reads: one per cell (`per_cell`) or one per chunk."""
+    if per_cell(cfg):
+        return [c.path(results) for c in cells(cfg)]
+    return [ch.path(results) for ch in chunks(cfg)]
+
+
+def chunk_params(cfg: Mapping[str, Any], exp: str, regime: str, variant: str, chunk: int) -> dict[str, Any]:
+    """One `bandits_simulate` job: the `job_params` of every cell of chunk `chunk` of (exp, regime, variant)."""
+    for ch in chunks(cfg):
+        if (ch.exp, ch.regime, ch.variant, ch.index) == (exp, regime, variant, int(chunk)):
+            return {"cells": [job_params(cfg, c.exp, c.regime, c.variant, c.T, c.seed) for c in ch.cells]}
+    raise ValueError(f"no chunk {chunk} of {exp}/{regime}/{variant} in this config")
 
 
 def _strip(acfg: Mapping[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 The reference study of the stage contract (docs/adding-a-study.md): each stage is a plain function with
 explicit paths and a typed parameters object; `paperflow bandits <stage>` is generated from it by
-`paperflow.core.cli`. simulate (one cell) → aggregate → figures → summary.
+`paperflow.core.cli`. simulate-chunk (the cells of one chunk, `plan.chunks`; or simulate, one cell) →
+aggregate → figures → summary.
 """
 
 from __future__ import annotations
@@ -41,24 +42,53 @@ class SimulateParams(TypedDict):
     c_beta: float
 
 
-@stage(plan=plan.job_params)
-def simulate(params: SimulateParams, *, out: Path) -> dict[str, Any]:
-    """Run one cell (experiment, regime, algorithm, T, seed) for every β in params['betas']."""
+class ChunkParams(TypedDict):
+    """What one chunk job depends on (built by `plan.chunk_params`): its cells, in (T, seed) order."""
+
+    cells: list[SimulateParams]
+
+
+def _run_cell(params: SimulateParams) -> dict[str, Any]:
+    """One cell (experiment, regime, algorithm, T, seed), every β in params['betas']: {"params", "runs"}."""
     from paperflow.bandits.simulate import run_one
 
     runs = []
+    for beta in params["betas"]:
+        algo_params = dict(params["algo_params"], beta=beta, beta_mode=params["beta_mode"], c_beta=params["c_beta"])
+        res = run_one({"K": params["K"], "d": params["d"]}, params["algo"], algo_params, params["T"], params["seed"],
+                      dict(params["env"]))
+        log.info("%s %s T=%d seed=%d beta=%g: regret=%.1f updates=%d runtime=%.2fs", params["variant"],
+                 params["regime"], params["T"], params["seed"], beta, res.final_regret, res.n_updates, res.runtime_s)
+        runs.append({"beta": beta, **res.to_json()})
+    return {"params": dict(params), "runs": runs}
+
+
+def _cell_metrics(cell: dict[str, Any]) -> dict[str, Any]:
+    return {f"beta={r['beta']:g}": {"final_regret": r["final_regret"], "n_updates": r["n_updates"],
+                                    "runtime_s": r["runtime_s"]} for r in cell["runs"]}
+
+
+@stage(plan=plan.job_params)
+def simulate(params: SimulateParams, *, out: Path) -> dict[str, Any]:
+    """Run one cell (experiment, regime, algorithm, T, seed) for every β in params['betas'] (the job of
+    `rounds_per_job: 1`; by hand: `--exp --regime --variant --T --seed`)."""
     with Stage("bandits.simulate", config=params, outputs=[out], seed=params["seed"]) as st:
-        for beta in params["betas"]:
-            algo_params = dict(params["algo_params"], beta=beta, beta_mode=params["beta_mode"], c_beta=params["c_beta"])
-            res = run_one({"K": params["K"], "d": params["d"]}, params["algo"], algo_params, params["T"], params["seed"],
-                          dict(params["env"]))
-            log.info("%s %s T=%d seed=%d beta=%g: regret=%.1f updates=%d runtime=%.2fs", params["variant"],
-                     params["regime"], params["T"], params["seed"], beta, res.final_regret, res.n_updates, res.runtime_s)
-            runs.append({"beta": beta, **res.to_json()})
-        result = {"params": dict(params), "runs": runs}
+        result = _run_cell(params)
         write_json(out, result)
-        st.metrics = {f"beta={r['beta']:g}": {"final_regret": r["final_regret"], "n_updates": r["n_updates"],
-                                             "runtime_s": r["runtime_s"]} for r in runs}
+        st.metrics = _cell_metrics(result)
+    return result
+
+
+@stage("simulate-chunk", plan=plan.chunk_params)
+def simulate_chunk(params: ChunkParams, *, out: Path) -> dict[str, Any]:
+    """Run the cells of one chunk (`plan.chunks`: part of one experiment × regime × algorithm) one after
+    the other in this process: {"cells": [{"params", "runs"}, ...]}, each cell exactly what `simulate` writes.
+    A killed job reruns its whole chunk (at most `rounds_per_job` rounds)."""
+    cells = params["cells"]
+    with Stage("bandits.simulate-chunk", config=params, outputs=[out], seed=cells[0]["seed"] if cells else None) as st:
+        result = {"cells": [_run_cell(c) for c in cells]}
+        write_json(out, result)
+        st.metrics = {f"T{c['params']['T']}_s{c['params']['seed']}": _cell_metrics(c) for c in result["cells"]}
     return result
 
 
@@ -69,10 +99,12 @@ def _mean_se(x: Sequence[float]) -> tuple[float, float]:
 
 @stage()
 def aggregate(inputs: list[Path], *, out: Path) -> dict[str, Any]:
-    """Collect every cell into one metrics file: per (exp, regime, variant, T, β) seed statistics."""
+    """Collect every cell into one metrics file: per (exp, regime, variant, T, β) seed statistics.
+    `inputs`: per-cell files (`simulate`) and/or chunk files (`simulate-chunk`)."""
     groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
-    for f in inputs:
-        cell = read_json(f)
+    docs = [read_json(f) for f in inputs]
+    cells = [c for doc in docs for c in (doc["cells"] if "cells" in doc else [doc])]
+    for cell in cells:
         p = cell["params"]
         for r in cell["runs"]:
             groups[(p["exp"], p["regime"], p["variant"], p["algo"], p["K"], p["d"], p["T"], r["beta"])].append(
@@ -98,7 +130,7 @@ def aggregate(inputs: list[Path], *, out: Path) -> dict[str, Any]:
                                for k in runs[0]["stats"] if k != "grid"},
             "grid": runs[0]["stats"].get("grid"),
         })
-    metrics = {"rows": rows, "n_cells": len(inputs)}
+    metrics = {"rows": rows, "n_cells": len(cells), "n_files": len(inputs)}
     with Stage("bandits.aggregate", config={"n_inputs": len(inputs)}, outputs=[out], inputs=inputs) as st:
         write_json(out, metrics)
         st.metrics = {"n_rows": len(rows), "n_cells": len(inputs)}

@@ -37,6 +37,12 @@ def gmm_params(cfg: Mapping[str, Any], model: str, loss: str, seed: int) -> dict
     return p
 
 
+def gmm_loss_params(cfg: Mapping[str, Any], loss: str) -> dict[str, Any]:
+    """One `fdiv_gmm` job: every (model, seed) run of one loss, in one process (each run is seconds long;
+    the job pays the torch start-up once)."""
+    return {"loss": loss, "runs": [gmm_params(cfg, m, loss, s) for m, l, s in gmm_runs(cfg) if l == loss]}
+
+
 def hypergrid_runs(cfg: Mapping[str, Any]) -> list[tuple[str, int]]:
     if not cfg["hypergrid"]["enabled"]:
         return []
@@ -47,6 +53,11 @@ def hypergrid_params(cfg: Mapping[str, Any], loss: str, seed: int) -> dict[str, 
     """One E2 job: one (loss, seed), every behaviour."""
     h = {k: v for k, v in cfg["hypergrid"].items() if k != "enabled"}
     return {**h, "behaviours": list(h["behaviours"]), "loss": loss, "seed": int(seed)}
+
+
+def hypergrid_loss_params(cfg: Mapping[str, Any], loss: str) -> dict[str, Any]:
+    """One `fdiv_hypergrid` job: every seed of one loss, in one process."""
+    return {"loss": loss, "runs": [hypergrid_params(cfg, loss, s) for l, s in hypergrid_runs(cfg) if l == loss]}
 
 
 def report_params(cfg: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,12 +1,14 @@
 """f-divergence surrogate losses (f-TB) for VI and GFlowNets.
 
-identity checks + one job per (model, loss, seed) GMM fit and per (loss, seed) hypergrid run
-→ aggregate (metrics.json, curves.csv) → figures → summary.md. Each stage is a plain function; the CLI
+identity checks + one job per loss for the GMM fits (every model × seed: stage `gmm-loss`) and one per
+loss for the hypergrid runs (every seed: `hypergrid-loss`) → aggregate (metrics.json, curves.csv) → figures → summary.md. Each stage is a plain function; the CLI
 `paperflow fdiv <stage>` is generated from it (rules pass `--params JSON` from `paperflow.fdiv.plan`;
 by hand: `--config FILE [--set k=v]` plus the job's coordinates `--model/--loss/--seed`).
 
-No stage checkpoints: each training job is one (model or loss, seed) run of a few hundred to a few
-thousand Adam steps on a 2-D or 8×8 problem (seconds of CPU at the tiny scale); a killed job reruns whole.
+No stage checkpoints: each run is a few hundred to a few thousand Adam steps on a 2-D or 8×8 problem
+(seconds of CPU at the tiny scale), so a job runs all the runs of one loss, one after the other, each
+written (with its manifest) to the same per-run file as the single-run stages `gmm` / `hypergrid`
+write; a killed job reruns whole.
 """
 
 from __future__ import annotations
@@ -74,6 +76,20 @@ class HypergridParams(TypedDict):
     eval_every: int
 
 
+class GmmLossParams(TypedDict):
+    """One `fdiv_gmm` job (built by `plan.gmm_loss_params`): the runs of one loss."""
+
+    loss: str
+    runs: list[GmmParams]
+
+
+class HypergridLossParams(TypedDict):
+    """One `fdiv_hypergrid` job (built by `plan.hypergrid_loss_params`): the runs of one loss."""
+
+    loss: str
+    runs: list[HypergridParams]
+
+
 class ReportParams(TypedDict, total=False):
     """The run grid and target definitions the report stages depend on (`plan.report_params`);
     `claims` (the verdict thresholds) only for the summary (`plan.summary_params`)."""
@@ -133,6 +149,21 @@ def hypergrid(params: HypergridParams, *, out: Path) -> dict[str, Any]:
         for b, m in res["behaviours"].items():
             st.metrics[b] = {k: m[k] for k in ("l1", "modes_captured", "all_modes_captured_step")}
     return res
+
+
+@stage("gmm-loss", plan=plan.gmm_loss_params)
+def gmm_loss(params: GmmLossParams, *, results: Path = Path("results")) -> list[dict[str, Any]]:
+    """E1 for one loss: every (model, seed) run in this process, each to `plan.gmm_path(results, ...)`
+    (`results`: the results_dir) exactly as the single-run stage `gmm` writes it."""
+    return [gmm(p, out=Path(plan.gmm_path(str(results), p["model"], p["loss"], p["seed"])),
+                density=Path(plan.gmm_path(str(results), p["model"], p["loss"], p["seed"], "npz")))
+            for p in params["runs"]]
+
+
+@stage("hypergrid-loss", plan=plan.hypergrid_loss_params)
+def hypergrid_loss(params: HypergridLossParams, *, results: Path = Path("results")) -> list[dict[str, Any]]:
+    """E2 for one loss: every seed in this process, each to `plan.hypergrid_path(results, ...)`."""
+    return [hypergrid(p, out=Path(plan.hypergrid_path(str(results), p["loss"], p["seed"]))) for p in params["runs"]]
 
 
 @stage(plan=plan.report_params)
