@@ -40,6 +40,9 @@ class ExtractParams(TypedDict, total=False):
     require_views: list[int]
     keep_single_view: bool
     drop_first_step: bool
+    depth: int
+    extra_depths: list[int]
+    scan_depth: int
 
 
 class TrainParams(TypedDict):
@@ -110,7 +113,8 @@ def extract(params: ExtractParams, *, raw: Path, out: Path) -> dict[str, Any]:
     with Stage("robotics.extract", config=dict(params), outputs=[out], inputs=[]) as st:
         with atomic_path(out) as tmp:
             man = run_extract(raw, tmp, dict(params))
-        st.metrics.update({"kept": man["kept"], "drop_reasons": man["drop_reasons"], "counts": man["counts"]})
+        st.metrics.update({"kept": man["kept"], "drop_reasons": man["drop_reasons"], "counts": man["counts"],
+                           "summary": man["summary"]})
     return man
 
 
