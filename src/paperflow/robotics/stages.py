@@ -71,6 +71,21 @@ class EvalParams(TypedDict, total=False):
     ood_target_tasks: list[str]
 
 
+class CheckParams(TypedDict):
+    """Action-visibility check (config `robotics.action_check` + the LAMs' frame gap, stride and stem)."""
+
+    raw_size: int
+    pca_dim: int
+    n_boot: int
+    visible_nmse: float
+    margin: float
+    min_pairs: int
+    min_episodes: int
+    frame_gap: int
+    eval_stride: int
+    stem: dict[str, Any]
+
+
 class ReportParams(TypedDict):
     models: list[str]
     seeds: list[int]
@@ -79,6 +94,7 @@ class ReportParams(TypedDict):
     steps: int
     real_data: bool
     claims: dict[str, Any]
+    action_check: dict[str, Any]
 
 
 @stage(plan=plan.sim_params)
@@ -116,6 +132,20 @@ def extract(params: ExtractParams, *, raw: Path, out: Path) -> dict[str, Any]:
         st.metrics.update({"kept": man["kept"], "drop_reasons": man["drop_reasons"], "counts": man["counts"],
                            "summary": man["summary"]})
     return man
+
+
+@stage("action-check", plan=plan.check_params)
+def action_check(params: CheckParams, *, data: Path, out: Path) -> dict[str, Any]:
+    """Can the action be read from the extracted frames at all? Ridge probes from raw frame differences
+    and from the frozen random conv stem to the action, on held-out test episodes (issue 16 item 2)."""
+    from paperflow.core.io import Stage, write_json
+    from paperflow.robotics.visibility import action_visibility
+
+    with Stage("robotics.action_check", config=dict(params), outputs=[out], seed=0) as st:
+        vis = action_visibility(str(data), dict(params), seed=0)
+        write_json(out, vis)
+        st.metrics.update({"best": vis["best"], "nmse": {k: v["nmse"] for k, v in vis["probes"].items()}})
+    return vis
 
 
 @stage("lam-train", plan=plan.train_params)
@@ -163,8 +193,10 @@ def lam_eval(params: EvalParams, *, data: Path, model_dir: Path, seed: int, out:
 
 
 @stage(plan=plan.report_params)
-def report(params: ReportParams, *, data: Path, metrics: list[Path], outdir: Path) -> None:
-    """Aggregate LAM metrics; figures; summary.md with the MVP-LAM claims and verdicts."""
+def report(params: ReportParams, *, data: Path, metrics: list[Path], outdir: Path,
+           visibility: Path | None = None) -> None:
+    """Aggregate LAM metrics; figures; summary.md with the action-visibility check first, then the
+    MVP-LAM claims and verdicts."""
     from paperflow.robotics.report import report as write_report
 
-    write_report(data, [str(m) for m in metrics], outdir, dict(params))
+    write_report(data, [str(m) for m in metrics], outdir, dict(params), visibility=visibility)
