@@ -206,9 +206,10 @@ def resize(img: np.ndarray, size: int, mode: str) -> np.ndarray:
     return np.asarray(im.resize((size, size), Image.Resampling.LANCZOS), dtype=np.uint8)
 
 
-def split_of(rel_session: str) -> str:
+def split_of(rel_session: str, cuts: tuple[float, float] | list[float] = (0.8, 0.9)) -> str:
+    """sha1(relative dated path) -> [0,1): < cuts[0] train, < cuts[1] val, else test (spec: 0.8 / 0.9)."""
     u = int(hashlib.sha1(rel_session.encode()).hexdigest(), 16) / 16**40
-    return "train" if u < 0.8 else ("val" if u < 0.9 else "test")
+    return "train" if u < cuts[0] else ("val" if u < cuts[1] else "test")
 
 
 @dataclass
@@ -221,6 +222,7 @@ class ExtractParams:
     min_frames: int = 2
     depth: int = 5
     extra_depths: list[int] = field(default_factory=lambda: [6])
+    split_cuts: list[float] = field(default_factory=lambda: [0.8, 0.9])
     scan_depth: int = 8
 
     @classmethod
@@ -405,7 +407,7 @@ def iter_episodes(root: Path, p: ExtractParams, stats: Counter, drops: Counter, 
                              "other_depth": scan["other_depth"], "skipped": scan["skipped"]})
     for session in scan["sessions"]:
         rel_session = str(session.relative_to(root))
-        split = split_of(rel_session)
+        split = split_of(rel_session, p.split_cuts)
         stats["sessions_read"] += 1
         trajs = find_trajectories(session)
         if not trajs:

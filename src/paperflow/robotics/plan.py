@@ -35,7 +35,7 @@ def check_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """The action-visibility check: its own settings, the LAMs' frame gap / test stride / stem."""
     net = cfg["lam"]["net"]
     return {**dict(cfg["action_check"]), "frame_gap": cfg["lam"]["frame_gap"],
-            "eval_stride": cfg["eval"]["eval_stride"],
+            "eval_stride": cfg["eval"]["eval_stride"], "action_dims": list(cfg["eval"]["action_dims"]),
             "stem": {"feat_channels": net["feat_channels"], "grid": net["grid"], "stem_seed": net["stem_seed"]}}
 
 

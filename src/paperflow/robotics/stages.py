@@ -43,6 +43,7 @@ class ExtractParams(TypedDict, total=False):
     depth: int
     extra_depths: list[int]
     scan_depth: int
+    split_cuts: list[float]
 
 
 class TrainParams(TypedDict):
@@ -69,6 +70,7 @@ class EvalParams(TypedDict, total=False):
     n_boot: int
     ood_source_tasks: list[str]
     ood_target_tasks: list[str]
+    action_dims: list[int]
 
 
 class CheckParams(TypedDict):
@@ -83,6 +85,7 @@ class CheckParams(TypedDict):
     min_episodes: int
     frame_gap: int
     eval_stride: int
+    action_dims: list[int]
     stem: dict[str, Any]
 
 

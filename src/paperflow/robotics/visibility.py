@@ -85,7 +85,7 @@ def _probe(X_tr: np.ndarray, A_tr: np.ndarray, g_tr: np.ndarray, X_te: np.ndarra
     res = mi.ridge_probe(Xtr, A_tr, g_tr, {"test": (Xte, A_te)}, alphas=(1, 10, 100, 1000, 1e4, 1e5))
     pred = Ridge(alpha=res["alpha"]).fit(Xtr, A_tr).predict(Xte)
     est = nmse_with_ci(pred, A_te, g_te, n_boot, seed)
-    xyz = mi.nmse(pred[:, :3], A_te[:, :3])[0]
+    xyz = mi.nmse(pred[:, :3], A_te[:, :3])[0]  # the first three probed dims (x, y, z by default)
     return {"nmse": est.value, "ci95": [est.lo, est.hi], "n_episodes": est.n, "alpha": res["alpha"],
             "nmse_pooled": res["test"]["nmse_pooled"], "nmse_xyz": float(xyz)}
 
@@ -98,7 +98,9 @@ def action_visibility(mv_dir: str, p: Mapping[str, Any], seed: int = 0) -> dict[
         sp = load_episodes(mv_dir, split, SLOTS)
         c = clips(sp, k, stride)
         ok = c["mask"].all(1)
-        sets[split] = (sp, {kk: v[ok] for kk, v in c.items()})
+        c = {kk: v[ok] for kk, v in c.items()}
+        c["action6"] = c["action6"][:, list(p.get("action_dims", range(6)))]
+        sets[split] = (sp, c)
     (sp_tr, c_tr), (sp_te, c_te) = sets["train"], sets["test"]
     out: dict[str, Any] = {"frame_gap": k, "n_pairs": {"train": int(len(c_tr["i0"])), "test": int(len(c_te["i0"]))},
                            "n_test_episodes": int(len(np.unique(c_te["episode"]))), "probes": {}}
