@@ -1,5 +1,5 @@
 # robotics: simulator -> Bridge V2 raw tree -> multi-view dataset -> MVP-LAM / single-view LAM -> action-centricity
-# (spec specs/robotics.md sections a-c). sim -> extract -> lam_train -> lam_eval -> mvplam_report
+# (spec specs/robotics.md sections a-c). sim -> extract -> action_check + lam_train -> lam_eval -> mvplam_report
 from paperflow.robotics import plan as robotics_plan
 
 ROB_DATA = f"{config['data_dir']}/robotics"
@@ -57,6 +57,26 @@ rule robotics_extract:
         "paperflow robotics extract --params {params.p:q} --raw {input} --out {output} > {log} 2>&1"
 
 
+rule robotics_action_check:
+    input:
+        f"{ROB_DATA}/mv",
+    output:
+        f"{ROB_RES}/action_visibility.json",
+    params:
+        p=lambda w: as_json(robotics_plan.check_params(config["robotics"])),
+    log:
+        "logs/robotics/action_check.log",
+    benchmark:
+        "benchmarks/robotics/action_check.tsv"
+    threads: 1
+    resources:
+        **stage_resources("robotics", "action_check", mem_mb=3000, runtime=20),
+    conda:
+        "../envs/robotics.yaml"
+    shell:
+        "paperflow robotics action-check --params {params.p:q} --data {input} --out {output} > {log} 2>&1"
+
+
 rule robotics_lam_train:
     input:
         f"{ROB_DATA}/mv",
@@ -104,6 +124,7 @@ rule robotics_lam_eval:
 rule robotics_mvplam_report:
     input:
         data=f"{ROB_DATA}/mv",
+        visibility=f"{ROB_RES}/action_visibility.json",
         metrics=[
             f"{ROB_RES}/{m}/seed{s}/metrics.json"
             for m in robotics_plan.models(config["robotics"])
@@ -128,4 +149,4 @@ rule robotics_mvplam_report:
         "../envs/robotics.yaml"
     shell:
         "paperflow robotics report --params {params.p:q} --data {input.data} --metrics {input.metrics} "
-        "--outdir {params.outdir} > {log} 2>&1"
+        "--visibility {input.visibility} --outdir {params.outdir} > {log} 2>&1"

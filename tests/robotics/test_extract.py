@@ -180,3 +180,56 @@ def test_arrow_roundtrip_and_stats(tmp_path):
     assert np.asarray(e["images"]).shape == (N, 4, 24, 24, 3) and np.asarray(e["frame_ok"]).shape == (4, N)
     a = bridge.normalize_actions(np.asarray(e["action_rel"]), stats)
     assert np.all(np.abs(a[:, :6]) <= 1) and set(np.unique(a[:, 6])) <= {0.0, 1.0}
+
+
+def test_session_one_folder_deeper_is_read_and_unexpected_depth_is_recorded(tmp_path, caplog):
+    """Issue 16 item 1: a pre-2021 session in the deeper `bridge_data_v1/berkeley/<scene>/<task>/<n>/<date>`
+    layout and one at depth 5 are both read; a session at a depth not configured is recorded in the
+    manifest with a warning (never skipped silently); the summary counts read / masked / skipped."""
+    raw = make_tree(tmp_path, n_sessions=3, episodes_per_session=1, legacy_fraction=1.0)
+    s5, s6, s7 = find_sessions(raw)
+    assert all(s.name < "2021-07-23" for s in (s5, s6, s7))
+    deep = raw / "bridge_data_v1" / "berkeley" / "toykitchen1" / s6.parent.parent.name / "00" / s6.name
+    deep.parent.mkdir(parents=True)
+    s6.rename(deep)
+    odd = raw / "a" / "b" / "c" / "d" / "e" / "f" / s7.name
+    odd.parent.mkdir(parents=True)
+    s7.rename(odd)
+    assert find_sessions(raw) == [s5]  # the converters' depth 5 alone
+    assert sorted(find_sessions(raw, 5, [6])) == sorted([s5, deep])
+    caplog.set_level("WARNING")
+    m = extract(raw, tmp_path / "mv", {"image_size": 32})  # defaults: depth 5, extra_depths [6]
+    assert m["counts"]["trajectories_seen"] == 2 and sum(m["kept"].values()) == 2
+    assert {str(deep.relative_to(raw)), str(s5.relative_to(raw))} == {
+        str(Path(e).parent.parent.parent) for e in _episodes(tmp_path / "mv")}
+    assert m["counts"]["latency_shifted"] == 2
+    other = {o["path"]: o for o in m["sessions"]["other_depth"]}
+    assert other[str(deep.relative_to(raw))] == {"path": str(deep.relative_to(raw)), "depth": 6, "read": True}
+    assert other[str(odd.relative_to(raw))]["depth"] == 7 and not other[str(odd.relative_to(raw))]["read"]
+    assert [sk["reason"] for sk in m["sessions"]["skipped"]] == ["session_at_unexpected_depth"]
+    summ = m["summary"]
+    assert summ["sessions"] == {"found": 3, "read": 2, "read_at_other_depth": 1,
+                                "skipped": {"session_at_unexpected_depth": 1}}
+    assert summ["trajectories"]["seen"] == 2 and summ["trajectories"]["kept"] == 2
+    assert summ["frames"]["read"] > 0 and summ["frames"]["masked"] == sum(summ["frames"]["masked_why"].values())
+    warned = " ".join(r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+    assert str(odd.relative_to(raw)) in warned and "SKIPPED" in warned and str(deep.relative_to(raw)) in warned
+    # with depth 7 added the third session is read as well; with only depth 5 the deeper two are recorded
+    m7 = extract(raw, tmp_path / "mv7", {"image_size": 32, "extra_depths": [6, 7]})
+    assert sum(m7["kept"].values()) == 3 and not m7["sessions"]["skipped"]
+    m5 = extract(raw, tmp_path / "mv5", {"image_size": 32, "extra_depths": []})
+    assert sum(m5["kept"].values()) == 1 and m5["summary"]["sessions"]["skipped"] == {"session_at_unexpected_depth": 2}
+
+
+def test_lmdb_and_masked_frames_are_counted(tmp_path):
+    raw = make_tree(tmp_path, n_sessions=2, episodes_per_session=1)
+    s0, s1 = find_sessions(raw)
+    lm = s1.parent.parent / "lmdb_cache"
+    lm.mkdir()
+    s1.rename(lm / s1.name)
+    traj = find_trajectories(s0)[0]
+    (traj / "images1" / "im_2.jpg").unlink()  # one frame missing -> masked, not dropped
+    m = extract(raw, tmp_path / "mv", {"image_size": 32})
+    assert m["summary"]["sessions"]["skipped"] == {"lmdb_path": 1} and sum(m["kept"].values()) == 1
+    assert m["summary"]["frames"]["masked_why"]["missing_jpegs"] == 1
+    assert m["summary"]["frames"]["masked"] >= 1

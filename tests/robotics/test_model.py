@@ -81,3 +81,19 @@ def test_training_reduces_loss():
         loss.backward()
         opt.step()
     assert float(loss.detach()) < 0.5 * first
+
+
+def test_residual_decoder_starts_as_copy_and_learns_the_change():
+    """lam.net.residual: the zero-initialised output makes decode(f0, z) == f0 at init (copying is free),
+    so the reconstruction loss starts at |e(o_t+k) - e(o_t)|^2 and only the change is left to explain."""
+    from dataclasses import replace
+
+    torch.manual_seed(0)
+    m = LAM(replace(CFG, residual=True))
+    f0, f1 = _batch()
+    z, _, _, _ = m.encode(f0[:, 0], f1[:, 0])
+    assert torch.equal(m.decode(f0[:, 0], z), f0[:, 0])
+    loss, _ = lam_loss(m, f0, f1, torch.ones(6, 2), "single")
+    loss.backward()
+    assert m.dec_out.weight.grad.abs().sum() > 0
+    assert not torch.equal(LAM(CFG).decode(f0[:, 0], z), f0[:, 0])  # the default decoder is not a copy

@@ -83,3 +83,18 @@ def test_distractors_independent_of_actions():
         np.testing.assert_array_equal(d1.params[k], d2.params[k])
     # different views draw different processes
     assert not np.allclose(d1.params["0/gain"][:, 0], d1.params["0/gain"][0, 0])
+
+
+def test_render_knobs_arm_scale_eef_colour_zoom():
+    """render.arm_scale / eef_rgb / zoom change the picture; the defaults draw exactly what they did."""
+    base = SimConfig(width=48, height=36, views=(0,), distractor_strength=0.0, noise_sigma=0.0, cam_jitter=False)
+    imgs = {}
+    for name, over in {"base": {}, "big": {"arm_scale": 1.5}, "white": {"eef_rgb": (250, 250, 250)},
+                       "zoom": {"zoom": 1.3}}.items():
+        env = TabletopSim(SimConfig(**{**base.__dict__, **over}), seed=2)
+        imgs[name] = env.reset(task_id="lift:red:cube", episode_seed=5)["images"][0].astype(int)
+    for name in ("big", "white", "zoom"):
+        assert np.abs(imgs[name] - imgs["base"]).sum() > 0, name
+    # a white wrist is brighter than the default dark grey one somewhere in the image
+    assert imgs["white"].max() >= 240 and (imgs["white"] - imgs["base"]).max() > 100
+    assert SimConfig.from_dict({"eef_rgb": [250, 250, 250]}).eef_rgb == (250.0, 250.0, 250.0)

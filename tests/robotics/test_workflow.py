@@ -29,10 +29,17 @@ def test_outputs_and_manifests(run_dir):
         assert (run_dir / RES / f).stat().st_size > 0
     man = read_manifest(run_dir / RES / "summary.md")
     claims = man["metrics"]["claims"]
-    assert len(claims) == 4
+    assert len(claims) == 5
+    # the action-visibility check comes first (issue 16 item 2), with its per-probe numbers
+    assert claims[0]["claim"].startswith("[diagnostic] the action is visible")
+    vis = json.loads((run_dir / RES / "action_visibility.json").read_text())
+    assert {"raw_slot0", "stem_slot0", "raw_slot1", "stem_slot1"} <= set(vis["probes"])
+    text = (run_dir / RES / "summary.md").read_text()
+    assert text.index("Action-visibility check") < text.index("## Setup")
     # the smoke profile (1 seed, a few dozen test pairs) is below every declared minimum sample
     for c in claims:
         assert c["verdict"] == "not testable at this scale" and "below the declared minimum" in c["reason"], c
+    for c in claims[1:]:
         assert "1 seed" in c["sample"] and "test pairs" in c["sample"] and c["paper"]
     # the extract stage's manifest carries the job's parameters and the dataset counts
     mv = run_dir / "data/robotics/mv"

@@ -44,19 +44,64 @@ class DropTrajectory(Exception):
 
 
 # ------------------------------------------------------------------------------ tree walking
-def find_sessions(root: str | Path) -> list[Path]:
-    """Dated folders at depth 5 below `root` (the converters' --depth 5), skipping any `lmdb` path."""
+def _is_dated(name: str) -> bool:
+    try:
+        dt.datetime.strptime(name, "%Y-%m-%d_%H-%M-%S")
+    except ValueError:
+        return False
+    return True
+
+
+def scan_sessions(root: str | Path, depth: int = 5, extra_depths: tuple[int, ...] | list[int] = (),
+                  scan_depth: int = 8) -> dict[str, Any]:
+    """Every dated folder (`%Y-%m-%d_%H-%M-%S`) at most `scan_depth` levels below `root`.
+
+    `depth` is the converters' `--depth` (5: `<collection>/<env>/<task>/<NN>/<date>`); sessions at one of
+    `extra_depths` are read too (e.g. 6 for the pre-2021 `bridge_data_v1/berkeley/<scene>/<task>/<n>/<date>`
+    layout). Nothing is skipped silently: a dated folder at any other depth, and any path containing
+    `lmdb` (skipped by every converter), is returned in `skipped` with its reason, and every session read
+    at a depth other than `depth` is listed in `other_depth` (the extractor logs a warning for each).
+    The walk never descends into a dated folder.
+    """
     root = Path(root)
-    out = []
-    for d in sorted(root.glob("*/*/*/*/*")):
-        if not d.is_dir() or "lmdb" in str(d.relative_to(root)):
-            continue
+    read_depths = {int(depth), *(int(d) for d in extra_depths)}
+    sessions: list[Path] = []
+    other_depth: list[dict[str, Any]] = []
+    skipped: list[dict[str, Any]] = []
+
+    def walk(d: Path, level: int) -> None:
         try:
-            dt.datetime.strptime(d.name, "%Y-%m-%d_%H-%M-%S")
-        except ValueError:
-            continue
-        out.append(d)
-    return out
+            children = sorted(c for c in d.iterdir() if c.is_dir())
+        except OSError as e:  # unreadable folder: recorded, not ignored
+            skipped.append({"path": str(d.relative_to(root)), "depth": level, "reason": "unreadable_folder",
+                            "detail": repr(e)})
+            return
+        for c in children:
+            rel = str(c.relative_to(root))
+            if "lmdb" in c.name:
+                skipped.append({"path": rel, "depth": level + 1, "reason": "lmdb_path"})
+                continue
+            if _is_dated(c.name):
+                if level + 1 in read_depths:
+                    sessions.append(c)
+                    if level + 1 != depth:
+                        other_depth.append({"path": rel, "depth": level + 1, "read": True})
+                else:
+                    skipped.append({"path": rel, "depth": level + 1, "reason": "session_at_unexpected_depth"})
+                    other_depth.append({"path": rel, "depth": level + 1, "read": False})
+                continue
+            if level + 1 < scan_depth:
+                walk(c, level + 1)
+
+    if root.is_dir():
+        walk(root, 0)
+    return {"sessions": sessions, "other_depth": other_depth, "skipped": skipped}
+
+
+def find_sessions(root: str | Path, depth: int = 5, extra_depths: tuple[int, ...] | list[int] = (),
+                  scan_depth: int = 8) -> list[Path]:
+    """The dated folders `scan_sessions` would read (depth 5 by default, as the converters)."""
+    return scan_sessions(root, depth, extra_depths, scan_depth)["sessions"]
 
 
 def _int_suffix(p: Path, prefix: str) -> int:
@@ -161,9 +206,10 @@ def resize(img: np.ndarray, size: int, mode: str) -> np.ndarray:
     return np.asarray(im.resize((size, size), Image.Resampling.LANCZOS), dtype=np.uint8)
 
 
-def split_of(rel_session: str) -> str:
+def split_of(rel_session: str, cuts: tuple[float, float] | list[float] = (0.8, 0.9)) -> str:
+    """sha1(relative dated path) -> [0,1): < cuts[0] train, < cuts[1] val, else test (spec: 0.8 / 0.9)."""
     u = int(hashlib.sha1(rel_session.encode()).hexdigest(), 16) / 16**40
-    return "train" if u < 0.8 else ("val" if u < 0.9 else "test")
+    return "train" if u < cuts[0] else ("val" if u < cuts[1] else "test")
 
 
 @dataclass
@@ -174,6 +220,10 @@ class ExtractParams:
     keep_single_view: bool = False
     drop_first_step: bool = False
     min_frames: int = 2
+    depth: int = 5
+    extra_depths: list[int] = field(default_factory=lambda: [6])
+    split_cuts: list[float] = field(default_factory=lambda: [0.8, 0.9])
+    scan_depth: int = 8
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ExtractParams":
@@ -334,15 +384,37 @@ def _record_for_arrow(ep: dict[str, Any], task: str) -> dict[str, Any]:
     return r
 
 
-def iter_episodes(root: Path, p: ExtractParams, stats: Counter, drops: Counter, drop_log: list) -> Iterator[
-        tuple[str, dict[str, Any], str]]:
-    """(split, episode, task folder) for every kept trajectory; drops are counted with reasons."""
-    for session in find_sessions(root):
+def iter_episodes(root: Path, p: ExtractParams, stats: Counter, drops: Counter, drop_log: list,
+                  sessions_log: dict[str, Any] | None = None) -> Iterator[tuple[str, dict[str, Any], str]]:
+    """(split, episode, task folder) for every kept trajectory; drops are counted with reasons.
+
+    `sessions_log` (filled in place) receives the session scan: folders read at another depth than
+    `p.depth` and folders skipped, each with a reason and a logged warning.
+    """
+    scan = scan_sessions(root, p.depth, p.extra_depths, p.scan_depth)
+    for o in scan["other_depth"]:
+        log.warning("dated session folder %s at depth %d (expected %d): %s", o["path"], o["depth"], p.depth,
+                    "read" if o["read"] else "SKIPPED (depth not in extract.depth / extract.extra_depths)")
+    for sk in scan["skipped"]:
+        if sk["reason"] != "session_at_unexpected_depth":
+            log.warning("skipped %s: %s", sk["path"], sk["reason"])
+    stats["sessions_found"] += len(scan["sessions"]) + sum(
+        1 for sk in scan["skipped"] if sk["reason"] == "session_at_unexpected_depth")
+    for sk in scan["skipped"]:
+        stats[f"skipped_{sk['reason']}"] += 1
+    if sessions_log is not None:
+        sessions_log.update({"depth": p.depth, "extra_depths": list(p.extra_depths), "scan_depth": p.scan_depth,
+                             "other_depth": scan["other_depth"], "skipped": scan["skipped"]})
+    for session in scan["sessions"]:
         rel_session = str(session.relative_to(root))
-        split = split_of(rel_session)
+        split = split_of(rel_session, p.split_cuts)
+        stats["sessions_read"] += 1
         trajs = find_trajectories(session)
         if not trajs:
             drops["empty_session"] += 1
+            drop_log.append({"path": rel_session, "reason": "empty_session",
+                             "detail": "no {raw,scripted_raw}/traj_group*/traj* folders"})
+            log.warning("session %s has no trajectories", rel_session)
         for traj in trajs:
             stats["trajectories_seen"] += 1
             try:
@@ -355,6 +427,7 @@ def iter_episodes(root: Path, p: ExtractParams, stats: Counter, drops: Counter, 
             except (json.JSONDecodeError, KeyError, IndexError) as e:
                 drops["bad_config_json"] += 1
                 drop_log.append({"path": str(traj.relative_to(root)), "reason": "bad_config_json", "detail": repr(e)})
+                log.warning("dropped %s: bad_config_json %r", traj, e)
                 continue
             stats["latency_shifted"] += int(ep["latency_shifted"])
             stats["wrapped_angles"] += ep["n_wrapped"]
@@ -362,7 +435,27 @@ def iter_episodes(root: Path, p: ExtractParams, stats: Counter, drops: Counter, 
             stats["first_action_is_zero"] += int(ep["first_action_is_zero"])
             stats[f"views_{''.join(str(int(b)) for b in ep['has_view'])}"] += 1
             stats[f"kept_{split}"] += 1
-            yield split, ep, session.relative_to(root).parts[2]
+            fo = ep["frame_ok"][ep["has_view"]]
+            stats["frames_read"] += int(fo.size)
+            stats["frames_masked"] += int((~fo).sum())
+            stats["episodes_with_masked_frames"] += int((~fo).any())
+            # the task folder sits two levels above the dated folder at any depth (<task>/<NN>/<date>)
+            yield split, ep, session.relative_to(root).parts[-3]
+
+
+def extract_summary(stats: Counter, drops: Counter, sessions_log: dict[str, Any], kept: dict[str, int]) -> dict:
+    """What was read, masked and skipped, and why (the manifest's `summary`)."""
+    masked_why = {k: int(stats.get(k, 0)) for k in ("missing_jpegs", "corrupt_jpegs", "constant_frames")}
+    return {
+        "sessions": {"found": int(stats.get("sessions_found", 0)), "read": int(stats.get("sessions_read", 0)),
+                     "read_at_other_depth": sum(1 for o in sessions_log.get("other_depth", []) if o["read"]),
+                     "skipped": dict(Counter(s["reason"] for s in sessions_log.get("skipped", [])))},
+        "trajectories": {"seen": int(stats.get("trajectories_seen", 0)), "kept": int(sum(kept.values())),
+                         "dropped": int(sum(drops.values()) - drops.get("empty_session", 0)),
+                         "dropped_why": {k: int(v) for k, v in drops.items() if k != "empty_session"}},
+        "frames": {"read": int(stats.get("frames_read", 0)), "masked": int(stats.get("frames_masked", 0)),
+                   "masked_why": masked_why, "missing_view_folders": int(stats.get("missing_view_folders", 0))},
+    }
 
 
 def _quantiles(x: np.ndarray) -> dict[str, list[float]]:
@@ -397,7 +490,8 @@ def extract(root: str | Path, out: str | Path, params: dict[str, Any], shard_siz
         n_shards[split] += 1
         pending[split] = []
 
-    for split, ep, task in iter_episodes(root, p, stats, drops, drop_log):
+    sessions_log: dict[str, Any] = {}
+    for split, ep, task in iter_episodes(root, p, stats, drops, drop_log, sessions_log):
         pending[split].append(_record_for_arrow(ep, task))
         kept[split] += 1
         if split == "train":
@@ -415,8 +509,10 @@ def extract(root: str | Path, out: str | Path, params: dict[str, Any], shard_siz
     else:
         stats_json = {"action_rel": None, "state": None, "mask": [True] * 6 + [False], "n_train_steps": 0}
     (out / "stats.json").write_text(json.dumps(stats_json, indent=1))
+    summary = extract_summary(stats, drops, sessions_log, kept)
+    log.info("extract summary: %s", json.dumps(summary))
     manifest = {"counts": dict(stats), "drop_reasons": dict(drops), "dropped": drop_log, "kept": kept,
-                "params": params, "format": "HF datasets Arrow shards: <split>/shard_<i>/ (see README)"}
+                "summary": summary, "sessions": sessions_log, "params": params, "format": "HF datasets Arrow shards: <split>/shard_<i>/ (see README)"}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))
     return manifest
 

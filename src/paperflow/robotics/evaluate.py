@@ -65,6 +65,7 @@ def evaluate_lam(model_dir: str | Path, mv_dir: str | Path, p: dict[str, Any], s
         # only pairs where both evaluated views are usable
         ok = c["mask"].all(1)
         c = {kk: v[ok] for kk, v in c.items()}
+        c["action6"] = c["action6"][:, list(p.get("action_dims", range(6)))]  # the probed action dims
         lat = latents(model, sp, c)
         tasks = np.array([sp.tasks[e] for e in c["episode"]]) if len(c["episode"]) else np.array([], str)
         sets[split] = {**c, **lat, "task": tasks}

@@ -37,6 +37,8 @@ class LAMConfig:
     n_codes: int = 16
     beta: float = 0.25
     stem_seed: int = 1234
+    residual: bool = False  # decoder predicts e(o_t+k) - e(o_t) (zero-initialised output): copying is free
+
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -165,6 +167,9 @@ class LAM(nn.Module):
         self.dec = nn.ModuleList([STBlock(d, cfg.n_heads, temporal=False) for _ in range(cfg.n_layers)])
         self.dec_norm = nn.LayerNorm(d)
         self.dec_out = nn.Linear(d, C)
+        if cfg.residual:
+            nn.init.zeros_(self.dec_out.weight)
+            nn.init.zeros_(self.dec_out.bias)
 
     def encode(self, f0: torch.Tensor, f1: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Features of o_t and o_t+k (B, P, C) -> (z_q, h, vq_loss per sample, codes)."""
@@ -182,7 +187,8 @@ class LAM(nn.Module):
         x = torch.cat([self.z_up(z), self.dec_in(f0)], 1)[:, None] + self.dec_pos
         for blk in self.dec:
             x = blk(x)
-        return self.dec_out(self.dec_norm(x[:, 0, self.cfg.n_queries:]))
+        out = self.dec_out(self.dec_norm(x[:, 0, self.cfg.n_queries:]))
+        return f0 + out if self.cfg.residual else out
 
 
 def rec_loss(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

@@ -31,6 +31,14 @@ def eval_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
     return dict(cfg["eval"])
 
 
+def check_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The action-visibility check: its own settings, the LAMs' frame gap / test stride / stem."""
+    net = cfg["lam"]["net"]
+    return {**dict(cfg["action_check"]), "frame_gap": cfg["lam"]["frame_gap"],
+            "eval_stride": cfg["eval"]["eval_stride"], "action_dims": list(cfg["eval"]["action_dims"]),
+            "stem": {"feat_channels": net["feat_channels"], "grid": net["grid"], "stem_seed": net["stem_seed"]}}
+
+
 def models(cfg: Mapping[str, Any]) -> list[str]:
     return list(cfg["lam"]["models"])
 
@@ -42,4 +50,5 @@ def seeds(cfg: Mapping[str, Any]) -> list[int]:
 def report_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
     return {"models": models(cfg), "seeds": seeds(cfg), "eval": eval_params(cfg),
             "frame_gap": cfg["lam"]["frame_gap"], "steps": cfg["lam"]["steps"],
-            "real_data": cfg["extract"]["raw_root"] is not None, "claims": dict(cfg["claims"])}
+            "real_data": cfg["extract"]["raw_root"] is not None, "claims": dict(cfg["claims"]),
+            "action_check": dict(cfg["action_check"])}

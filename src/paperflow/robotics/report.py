@@ -130,7 +130,42 @@ def bars_figure(agg: dict[str, Any], path: Path) -> None:
     save_figure(fig, path)
 
 
-def report(mv_dir: str | Path, metric_files: list[str], outdir: str | Path, prm: dict[str, Any]) -> None:
+def visibility_section(vis: dict[str, Any], rule: dict[str, Any]) -> tuple[Claim, str]:
+    """The action-visibility check as the summary's first claim row, plus its table and a sentence."""
+    from paperflow.robotics.visibility import invisible, visibility_verdict
+
+    est, verdict = visibility_verdict(vis, rule)
+    probes = vis.get("probes", {})
+    measured = (f"best probe {vis.get('best')}: NMSE {est.fmt(3, 'test episodes')}" if vis.get("best")
+                else "no probe (too few clips)")
+    claim = Claim.judged("[diagnostic] the action is visible in the frames: a ridge probe from raw frames "
+                         "(or a frozen random conv stem) predicts the held-out action with NMSE below "
+                         f"{rule['visible_nmse']}", measured, verdict,
+                         sample=f"{vis['n_pairs']['test']} test pairs, {vis['n_test_episodes']} test episodes",
+                         paper="— (sanity check, issue 16)", source="recon")
+    rows = ["| features | NMSE [95% CI] | NMSE xyz | pooled | ridge alpha |", "|---|---|---|---|---|"]
+    for name, r in probes.items():
+        ci = "" if r["ci95"][0] is None else f" [{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}]"
+        rows.append(f"| {name} | {r['nmse']:.3f}{ci} | {r['nmse_xyz']:.3f} | {r['nmse_pooled']:.3f} | {r['alpha']:g} |")
+    if verdict.outcome == "not testable at this scale":
+        say = f"The check itself is not testable at this scale ({verdict.reason})."
+    elif invisible(vis, rule):
+        say = ("**The raw data cannot predict the action** (best NMSE within "
+               f"{rule['margin']} of chance): no LAM trained on these frames can be expected to carry it, so the "
+               "MVP-LAM comparison below says nothing about action-centricity.")
+    elif verdict.outcome == "held":
+        say = "The action is visible in the frames; a LAM latent can in principle carry it."
+    else:
+        say = f"The action is only weakly visible or the check is undecided ({verdict.outcome}); read the LAM claims with that in mind."
+    text = ("## Action-visibility check (first: can the frames predict the action at all?)\n\n"
+            f"Ridge probes on [o_t, o_t+k − o_t] (k = {vis['frame_gap']}) from raw pixels and from the LAMs' frozen "
+            "random conv stem to the window's summed 6-D motion (z-scored), alpha by grouped 5-fold CV on train, "
+            f"NMSE on held-out test episodes (chance = 1).\n\n" + "\n".join(rows) + "\n\n" + say + "\n")
+    return claim, text
+
+
+def report(mv_dir: str | Path, metric_files: list[str], outdir: str | Path, prm: dict[str, Any],
+           visibility: str | Path | None = None) -> None:
     outdir = Path(outdir)
     agg = aggregate(metric_files)
     man = json.loads((Path(mv_dir) / "manifest.json").read_text())
@@ -146,6 +181,10 @@ def report(mv_dir: str | Path, metric_files: list[str], outdir: str | Path, prm:
     from paperflow.robotics.claims import judge_all
 
     claims = []
+    vis_text = ""
+    if visibility is not None:
+        vis_claim, vis_text = visibility_section(read_json(visibility), prm["action_check"])
+        claims.append(vis_claim)
     seeds = prm["seeds"]
     for j in judge_all(agg, prm["claims"]):
         metric = CLAIMS_METRIC[j.key]
@@ -165,7 +204,7 @@ def report(mv_dir: str | Path, metric_files: list[str], outdir: str | Path, prm:
                                              for c in cols) + " |")
     any_model = next(iter(agg.values()))
     c = man["counts"]
-    body = f"""
+    body = vis_text + f"""
 ## Setup (what ran)
 
 - Data: {'a staged BridgeData V2 raw tree' if prm['real_data'] else 'simulator episodes written as a Bridge V2 raw tree (synthetic; spec b)'}, read by the
@@ -199,4 +238,4 @@ def report(mv_dir: str | Path, metric_files: list[str], outdir: str | Path, prm:
 """
     write_summary(outdir / "summary.md", "robotics",
                   "MVP-LAM: action-centric latent actions via cross-viewpoint reconstruction (tiny reproduction)",
-                  claims, body, config=prm, inputs=[metrics_path], seed=None)
+                  claims, body, config=prm, inputs=[metrics_path] + ([visibility] if visibility else []), seed=None)

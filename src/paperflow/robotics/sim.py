@@ -55,6 +55,9 @@ class SimConfig:
     blocking: bool = True  # evaluation default; data collection uses non-blocking
     noise_sigma: float = 2.0
     cam_jitter: bool = True
+    arm_scale: float = 1.0  # radius multiplier of the drawn arm, wrist and fingers
+    eef_rgb: tuple[float, float, float] | None = None  # wrist colour, drawn on top (None: dark grey, depth-sorted)
+    zoom: float = 1.0  # focal-length multiplier of the fixed and side cameras
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SimConfig":
@@ -63,6 +66,8 @@ class SimConfig:
             d["views"] = tuple(d["views"])
         if "distractors" in d:
             d["distractors"] = {int(k): v for k, v in d["distractors"].items()}
+        if d.get("eef_rgb") is not None:
+            d["eef_rgb"] = tuple(float(c) for c in d["eef_rgb"])
         for k in ("colors", "templates"):
             if k in d:
                 d[k] = tuple(d[k])
@@ -111,7 +116,7 @@ def look_at(eye: np.ndarray, target: np.ndarray, up: np.ndarray = np.array([0.0,
 def make_camera(slot: int, cfg: SimConfig, rng: np.random.Generator | None, eef: np.ndarray | None = None,
                 yaw: float = 0.0) -> Camera:
     W, H = cfg.width, cfg.height
-    f = 0.95 * W
+    f = 0.95 * W * (cfg.zoom if slot != 3 else 1.0)
     K = np.array([[f, 0, W / 2], [0, f, H / 2], [0, 0, 1.0]])
     if slot == 3:  # wrist: rigidly attached to the EEF, looking down along the gripper
         eye = eef + np.array([-0.03 * math.cos(yaw), -0.03 * math.sin(yaw), 0.06])
@@ -433,8 +438,11 @@ def _disc(img: np.ndarray, u: float, v: float, r: float, color: np.ndarray, squa
 class Renderer:
     """Renders snapshots into one camera. The static table/plate layer is cached per camera."""
 
-    def __init__(self, cam: Camera):
+    def __init__(self, cam: Camera, cfg: SimConfig | None = None):
         self.cam = cam
+        self.arm_scale = 1.0 if cfg is None else float(cfg.arm_scale)
+        self.eef_marker = cfg is not None and cfg.eef_rgb is not None
+        self.eef_rgb = np.array(cfg.eef_rgb if self.eef_marker else (60, 60, 70), np.float32)
         d = cam.rays()
         with np.errstate(divide="ignore", invalid="ignore"):
             t = -cam.eye[2] / d[..., 2]
@@ -475,13 +483,15 @@ class Renderer:
         perp = np.array([-math.sin(yaw), math.cos(yaw), 0.0])
         for c, shape, size, pos in snap["objs"]:
             items.append((pos, size / 2, np.array(COLORS[c], np.float32), shape == "cube"))
+        n_objs = len(items)
         # the arm: a chain of discs from the shoulder to the wrist (large, so EEF motion is visible)
         for f in np.linspace(0.0, 0.85, 7):
-            items.append((SHOULDER + f * (p + np.array([0, 0, 0.05]) - SHOULDER), 0.022,
+            items.append((SHOULDER + f * (p + np.array([0, 0, 0.05]) - SHOULDER), 0.022 * self.arm_scale,
                           np.array([95, 95, 110], np.float32), False))
-        items.append((p + np.array([0, 0, 0.03]), 0.024, np.array([60, 60, 70], np.float32), False))
+        items.append((p + np.array([0, 0, 0.03]), 0.024 * self.arm_scale, self.eef_rgb, False))
         for sgn in (-1, 1):
-            items.append((p + sgn * perp * (0.01 + 0.02 * w), 0.009, np.array([25, 25, 25], np.float32), False))
+            items.append((p + sgn * perp * (0.01 + 0.02 * w) * self.arm_scale, 0.009 * self.arm_scale,
+                          np.array([25, 25, 25], np.float32), False))
         pts = np.stack([it[0] for it in items])
         uv, z = cam.project(pts)
         order = np.argsort(-np.nan_to_num(z, nan=-1))
@@ -490,6 +500,10 @@ class Renderer:
                 continue
             r = cam.K[0, 0] * items[i][1] / z[i]
             _disc(img, uv[i, 0], uv[i, 1], r, items[i][2], items[i][3])
+        if self.eef_marker:  # a coloured wrist marker drawn on top (never hidden behind the arm)
+            i = n_objs + 7
+            if np.isfinite(z[i]):
+                _disc(img, uv[i, 0], uv[i, 1], cam.K[0, 0] * items[i][1] / z[i], items[i][2], False)
         if distract is not None and distract.s > 0:
             kind = distract.kinds.get(slot)
             if kind == "blob":
@@ -515,7 +529,7 @@ class TabletopSim:
         self.cfg = cfg if isinstance(cfg, SimConfig) else SimConfig.from_dict(cfg)
         self.seed = seed
         self.cameras = cameras if cameras is not None else session_cameras(self.cfg, stream(seed, "cameras"))
-        self.renderers = {s: Renderer(c) for s, c in self.cameras.items()}
+        self.renderers = {s: Renderer(c, self.cfg) for s, c in self.cameras.items()}
         self.world: World | None = None
         self._n_resets = 0
 
@@ -535,7 +549,7 @@ class TabletopSim:
         out = {}
         for s in self.cfg.views:
             if s == 3:
-                r = Renderer(make_camera(3, self.cfg, None, eef=w.p, yaw=float(w.rpy[2])))
+                r = Renderer(make_camera(3, self.cfg, None, eef=w.p, yaw=float(w.rpy[2])), self.cfg)
             else:
                 r = self.renderers[s]
             t = min(w.t, self.cfg.max_steps + 1)

@@ -61,7 +61,7 @@ def rollout(cfg: SimConfig, seed: int, ep: int, cameras: dict, max_steps: int, e
     distract = Distractors(cfg.distractors, cfg.distractor_strength, max_steps + 2, stream(seed, "distract", ep),
                            cfg.width, cfg.height)
     noise = stream(seed, "pixel_noise", ep)
-    renderers = {s: Renderer(c) for s, c in cameras.items()}
+    renderers = {s: Renderer(c, cfg) for s, c in cameras.items()}
     states, snaps, cmds, objpos = [world.state()], [world.snapshot()], [], [np.stack([o.pos for o in world.objs])]
     succ_t = None
     for t in range(max_steps):
@@ -82,7 +82,7 @@ def rollout(cfg: SimConfig, seed: int, ep: int, cameras: dict, max_steps: int, e
             if s == 3:
                 cam = make_camera(3, cfg, None, eef=snap["p"], yaw=float(snap["rpy"][2]))
                 cams_t.setdefault(3, []).append(np.concatenate([cam.R.ravel(), cam.eye]))
-                r = Renderer(cam)
+                r = Renderer(cam, cfg)
             else:
                 r = renderers[s]
             frames[s].append(r.render(snap, distract, s, t, noise, cfg.noise_sigma))

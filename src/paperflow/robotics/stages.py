@@ -40,6 +40,10 @@ class ExtractParams(TypedDict, total=False):
     require_views: list[int]
     keep_single_view: bool
     drop_first_step: bool
+    depth: int
+    extra_depths: list[int]
+    scan_depth: int
+    split_cuts: list[float]
 
 
 class TrainParams(TypedDict):
@@ -66,6 +70,23 @@ class EvalParams(TypedDict, total=False):
     n_boot: int
     ood_source_tasks: list[str]
     ood_target_tasks: list[str]
+    action_dims: list[int]
+
+
+class CheckParams(TypedDict):
+    """Action-visibility check (config `robotics.action_check` + the LAMs' frame gap, stride and stem)."""
+
+    raw_size: int
+    pca_dim: int
+    n_boot: int
+    visible_nmse: float
+    margin: float
+    min_pairs: int
+    min_episodes: int
+    frame_gap: int
+    eval_stride: int
+    action_dims: list[int]
+    stem: dict[str, Any]
 
 
 class ReportParams(TypedDict):
@@ -76,6 +97,7 @@ class ReportParams(TypedDict):
     steps: int
     real_data: bool
     claims: dict[str, Any]
+    action_check: dict[str, Any]
 
 
 @stage(plan=plan.sim_params)
@@ -110,8 +132,23 @@ def extract(params: ExtractParams, *, raw: Path, out: Path) -> dict[str, Any]:
     with Stage("robotics.extract", config=dict(params), outputs=[out], inputs=[]) as st:
         with atomic_path(out) as tmp:
             man = run_extract(raw, tmp, dict(params))
-        st.metrics.update({"kept": man["kept"], "drop_reasons": man["drop_reasons"], "counts": man["counts"]})
+        st.metrics.update({"kept": man["kept"], "drop_reasons": man["drop_reasons"], "counts": man["counts"],
+                           "summary": man["summary"]})
     return man
+
+
+@stage("action-check", plan=plan.check_params)
+def action_check(params: CheckParams, *, data: Path, out: Path) -> dict[str, Any]:
+    """Can the action be read from the extracted frames at all? Ridge probes from raw frame differences
+    and from the frozen random conv stem to the action, on held-out test episodes (issue 16 item 2)."""
+    from paperflow.core.io import Stage, write_json
+    from paperflow.robotics.visibility import action_visibility
+
+    with Stage("robotics.action_check", config=dict(params), outputs=[out], seed=0) as st:
+        vis = action_visibility(str(data), dict(params), seed=0)
+        write_json(out, vis)
+        st.metrics.update({"best": vis["best"], "nmse": {k: v["nmse"] for k, v in vis["probes"].items()}})
+    return vis
 
 
 @stage("lam-train", plan=plan.train_params)
@@ -159,8 +196,10 @@ def lam_eval(params: EvalParams, *, data: Path, model_dir: Path, seed: int, out:
 
 
 @stage(plan=plan.report_params)
-def report(params: ReportParams, *, data: Path, metrics: list[Path], outdir: Path) -> None:
-    """Aggregate LAM metrics; figures; summary.md with the MVP-LAM claims and verdicts."""
+def report(params: ReportParams, *, data: Path, metrics: list[Path], outdir: Path,
+           visibility: Path | None = None) -> None:
+    """Aggregate LAM metrics; figures; summary.md with the action-visibility check first, then the
+    MVP-LAM claims and verdicts."""
     from paperflow.robotics.report import report as write_report
 
-    write_report(data, [str(m) for m in metrics], outdir, dict(params))
+    write_report(data, [str(m) for m in metrics], outdir, dict(params), visibility=visibility)
