@@ -1,5 +1,6 @@
 # fmri: flat-map projection, synthetic BOLD, CortexMAE pretraining, Brainmarks probes (spec: specs/fmri.md).
 # Each rule is one `paperflow fmri <stage>` call (src/paperflow/fmri/stages.py); parameters from plan.py.
+# `priority:` (plan.job_priority) starts the longest chain first (pretraining cohort, volume/flat/parcel runs); scheduling only.
 from paperflow.fmri import plan as fmri_plan
 
 if "fmri" in ENABLED:
@@ -55,6 +56,7 @@ if "fmri" in ENABLED:
             "logs/fmri/synth/{fmri_cohort}.log",
         benchmark:
             "benchmarks/fmri/synth/{fmri_cohort}.tsv"
+        priority: lambda w: fmri_plan.job_priority(config["fmri"], "synth", cohort=w.fmri_cohort)
         threads: 1
         resources:
             **stage_resources("fmri", "synth", mem_mb=3000, runtime=60),
@@ -76,6 +78,7 @@ if "fmri" in ENABLED:
             "logs/fmri/prep/{fmri_cohort}.log",
         benchmark:
             "benchmarks/fmri/prep/{fmri_cohort}.tsv"
+        priority: lambda w: fmri_plan.job_priority(config["fmri"], "prep", cohort=w.fmri_cohort)
         threads: 1
         resources:
             **stage_resources("fmri", "prep", mem_mb=4000, runtime=60),
@@ -99,6 +102,7 @@ if "fmri" in ENABLED:
             "logs/fmri/pretrain/{fmri_tag}.log",
         benchmark:
             "benchmarks/fmri/pretrain/{fmri_tag}.tsv"
+        priority: lambda w: fmri_plan.job_priority(config["fmri"], "pretrain", tag=w.fmri_tag)
         threads: 1
         resources:
             **stage_resources("fmri", "pretrain", mem_mb=3000, runtime=120),
@@ -121,6 +125,7 @@ if "fmri" in ENABLED:
             ckpt=lambda w, input: f"--ckpt {input.ckpt}" if input.ckpt else "",
         log:
             "logs/fmri/embed/{fmri_tag}.log",
+        priority: lambda w: fmri_plan.job_priority(config["fmri"], "embed", tag=w.fmri_tag)
         threads: 1
         resources:
             **stage_resources("fmri", "embed", mem_mb=3000, runtime=30),

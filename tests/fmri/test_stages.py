@@ -50,3 +50,13 @@ def test_config_and_coordinates_give_the_rules_params(name, coord, plan_fn, cfg)
     assert resolve_params(info, "fmri", ns) == by_hand
     if name == "report":
         assert ns.pretrain == [Path("a"), Path("b")] and ns.scaling is None and by_hand["claims"]["scaling"]["min_r2"] > 0
+
+
+def test_job_priority_starts_the_longest_chain_first(cfg):
+    """Scheduling only: pretraining cohort before the evaluation cohorts, main runs (volume > flat > parcel)
+    before the scaling runs."""
+    pr = plan.job_priority
+    assert pr(cfg, "synth", cohort="pretrain") > pr(cfg, "synth", cohort="state") == pr(cfg, "synth", cohort="trait")
+    assert pr(cfg, "prep", cohort="pretrain") > pr(cfg, "prep", cohort="trait")
+    main = {sp: pr(cfg, "pretrain", tag=f"{sp}-s0") for sp in ("volume", "flat", "parcel")}
+    assert main["volume"] > main["flat"] > main["parcel"] > max(pr(cfg, "pretrain", tag=t) for t in plan.scaling_tags(cfg))

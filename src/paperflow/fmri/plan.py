@@ -86,3 +86,25 @@ def report_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """The summary's inputs: run settings it prints and the claims' declared thresholds."""
     return {"tier": cfg["tier"], "train": cfg["train"], "scaling": cfg["scaling"], "synth": cfg["synth"],
             "flat": cfg["flat"], "claims": cfg["claims"]}
+
+
+# Scheduling only (issue 24): the longest chain first. The tiny default is bound by
+# geometry -> synth(pretrain) -> prep(pretrain) -> pretrain(volume) -> embed -> evaluate; Snakemake starts
+# the ready job of highest `priority:` first, so the pretraining cohort goes before the evaluation cohorts
+# and the main pretraining runs (volume, the slowest per step, then flat, then parcel) before the
+# scaling runs, which only the report needs. No parameter or number depends on it.
+SPACE_COST = {"volume": 3, "flat": 2, "parcel": 1}
+
+
+def job_priority(cfg: Mapping[str, Any], stage: str, *, cohort: str | None = None, tag: str | None = None) -> int:
+    """Snakemake `priority:` of an fmri job (higher starts first among ready jobs)."""
+    if stage in ("synth", "prep"):
+        return 10 if cohort == "pretrain" else 0
+    if stage == "pretrain" and tag is not None:
+        r = run_tags(cfg).get(tag)
+        if r is None or "-n" in tag:  # scaling runs: off the critical path
+            return 0
+        return 10 + SPACE_COST.get(r["space"], 0)
+    if stage == "embed" and tag is not None:
+        return 5
+    return 0
