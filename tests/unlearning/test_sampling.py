@@ -80,3 +80,29 @@ def test_top_p_and_top_k_filters():
     draws = {int(_choose(logits, Decoder("k", 1.0, 1.0, 3), g)) for _ in range(300)}
     assert draws == {0, 1, 2}
     assert int(_choose(logits, GREEDY, g)) == 0
+
+
+def test_dropping_finished_rows_gives_the_same_tokens(tiny_lm, monkeypatch):
+    """Compaction (rows that emitted EOS leave the forward pass) returns exactly the tokens of the plain
+    loop, sampled and greedy, and it did happen: rows end at different steps and the cache was compacted."""
+    import copy
+
+    import paperflow.unlearning.sampling as S
+
+    tok, model, rows, _ = tiny_lm
+    m = copy.deepcopy(model)
+    with torch.no_grad():  # make EOS likely, so that rows end at many different steps
+        m.model.embed_tokens.weight[tok.eos_token_id] *= 2
+    calls = []
+    real = S._compact
+    monkeypatch.setattr(S, "_compact", lambda cache, keep: (calls.append(int(keep.numel())), real(cache, keep)))
+    prompts = [encode_prompt(tok, r["question"]) for r in rows[:7]]
+    lengths = set()
+    for dec, n in ((Decoder("T1", 1.0, 1.0, 50), 8), (Decoder("T07", 0.7, 0.9, 20), 4), (GREEDY, 1)):
+        for prealloc in (True, False):
+            kw = dict(seed=7, prompts_per_batch=3, preallocate=prealloc)
+            new = sample_shared_prefix(m, prompts, n, dec, 16, tok.eos_token_id, tok.pad_token_id, **kw)
+            old = sample_shared_prefix(m, prompts, n, dec, 16, tok.eos_token_id, tok.pad_token_id, compact=False, **kw)
+            assert new == old
+            lengths |= {len(c) for r in new for c in r}
+    assert len(lengths) > 3 and calls  # early ends, and the cache was compacted

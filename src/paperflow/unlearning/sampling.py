@@ -121,11 +121,31 @@ def _prealloc_layer_class():
     return PreallocLayer
 
 
+def _compact(cache, keep) -> None:
+    """Keep only the batch rows `keep` (a sorted index tensor) of every layer of the KV cache, in place."""
+    for layer in cache.layers:
+        if not getattr(layer, "is_initialized", False) or layer.keys is None or layer.keys.numel() == 0:
+            continue
+        if hasattr(layer, "_bk"):  # preallocated (in-place) layer
+            layer._bk, layer._bv = layer._bk.index_select(0, keep), layer._bv.index_select(0, keep)
+            layer.keys, layer.values = layer._bk[:, :, :layer._len], layer._bv[:, :, :layer._len]
+        else:
+            layer.keys, layer.values = layer.keys.index_select(0, keep), layer.values.index_select(0, keep)
+
+
 def sample_shared_prefix(model, prompts: Sequence[Sequence[int]], n: int, dec: Decoder, max_new_tokens: int,
                          eos_id: int, pad_id: int, seed: int, prompts_per_batch: int = 8,
-                         preallocate: bool = True) -> list[list[list[int]]]:
+                         preallocate: bool = True, compact: bool = True) -> list[list[list[int]]]:
     """For each prompt, n continuations (token id lists, EOS stripped). Greedy ignores n beyond 1.
-    `preallocate=False` keeps HF's concatenating cache (the reference the in-place cache is tested against)."""
+    `preallocate=False` keeps HF's concatenating cache (the reference the in-place cache is tested against).
+
+    `compact` (issue 24): rows that emitted EOS are dropped from the model's forward pass (their KV cache
+    rows are removed once at least 1/8 of the rows still computed have finished), instead of being decoded
+    as padding until the last row of the batch ends. The draw is still made for every row of the batch
+    (finished rows get a dummy distribution, their token is replaced by padding as before): the CPU
+    `torch.multinomial` consumes the generator by the shape of its input, not its values, so every
+    unfinished row gets the same random numbers as without compaction. `compact=False` is the reference
+    it is tested against."""
     import torch
 
     from paperflow.unlearning.model import model_device
@@ -157,6 +177,8 @@ def sample_shared_prefix(model, prompts: Sequence[Sequence[int]], n: int, dec: D
             B = P * n
             next_pos = pos[:, -1:] + 1
             finished = torch.zeros(B, dtype=torch.bool, device=dev)
+            rows = None  # batch rows still in the forward pass (None: all B)
+            full_logits = None
             steps = []
             for _ in range(max_new_tokens):
                 tok = _choose(logits, dec, gen)
@@ -165,11 +187,27 @@ def sample_shared_prefix(model, prompts: Sequence[Sequence[int]], n: int, dec: D
                 finished |= tok == eos_id
                 if bool(finished.all()):
                     break
-                mask = mask_buf[:, : mask.shape[1] + 1]  # = cat(mask, ones) without the copy
-                out = model(input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos,
+                L = mask.shape[1] + 1
+                if compact:
+                    live = (~finished).nonzero().squeeze(-1) if rows is None else rows[~finished[rows]]
+                    n_rows = B if rows is None else rows.numel()
+                    if n_rows - live.numel() >= max(1, n_rows // 8):  # drop the finished rows from the cache
+                        sel = live if rows is None else torch.searchsorted(rows, live)
+                        _compact(cache, sel)
+                        mask_buf, next_pos, rows = mask_buf.index_select(0, sel), next_pos.index_select(0, sel), live
+                mask = mask_buf[:, :L]  # = cat(mask, ones) without the copy
+                inp = tok[:, None] if rows is None else tok.index_select(0, rows)[:, None]
+                out = model(input_ids=inp, attention_mask=mask, position_ids=next_pos,
                             past_key_values=cache, use_cache=True)
                 cache = out.past_key_values
-                logits = out.logits[:, -1]
+                if rows is None:
+                    logits = out.logits[:, -1]
+                else:  # finished rows: a dummy (uniform) distribution; their draw is discarded
+                    if full_logits is None:
+                        full_logits = torch.zeros((B, out.logits.shape[-1]), dtype=out.logits.dtype, device=dev)
+                    full_logits.zero_()
+                    full_logits[rows] = out.logits[:, -1]
+                    logits = full_logits
                 next_pos = next_pos + 1
             gen_ids = torch.stack(steps, 1).cpu().tolist() if steps else [[] for _ in range(B)]
             for i in range(P):
