@@ -63,3 +63,20 @@ def test_metrics_hand_cases():
     # bigrams of a: 8, distinct: (r,c),(c,,),(,,r),(,,g),(g,s),(s,,) = 6 → seq-rep-2 = 1 − 6/8
     assert st["seq_rep2"][0] == pytest.approx(0.25) and st["seq_rep2"][1] == 0.0
     assert distinct2(answers, eos) == pytest.approx(len({*zip(a[:8], a[1:9]), (green, circle), (circle, cm)}) / 10)
+
+
+def test_shuffled_image_control_never_decodes_an_item_from_its_own_scene():
+    """Issue 17 grounding control: every item gets another scene's visual tokens (a derangement), the main
+    conditions run it once (vanilla decoding), the MRS conditions do not."""
+    from paperflow.core.config import validate_config
+    from paperflow.mpdpac import plan
+    from paperflow.mpdpac.evaluate import shuffled_visual
+
+    vis = torch.arange(5 * 4).view(5, 4)
+    sh = shuffled_visual(vis)
+    assert sorted(sh[:, 0].tolist()) == sorted(vis[:, 0].tolist())
+    assert all(not torch.equal(sh[i], vis[i]) for i in range(5)) and torch.equal(sh[0], vis[1])
+    cfg = validate_config({"results_dir": "r", "data_dir": "d", "models_dir": "m", "mpdpac": {"enabled": True}})
+    main = [a for a in plan.arms(cfg["mpdpac"], "main") if a.get("shuffle")]
+    assert [a["name"] for a in main] == [plan.SHUFFLED] and main[0]["lam"] == 0 and main[0]["beta"] == 0
+    assert not any(a.get("shuffle") for a in plan.arms(cfg["mpdpac"], "mrs"))
