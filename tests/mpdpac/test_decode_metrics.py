@@ -80,3 +80,20 @@ def test_shuffled_image_control_never_decodes_an_item_from_its_own_scene():
     main = [a for a in plan.arms(cfg["mpdpac"], "main") if a.get("shuffle")]
     assert [a["name"] for a in main] == [plan.SHUFFLED] and main[0]["lam"] == 0 and main[0]["beta"] == 0
     assert not any(a.get("shuffle") for a in plan.arms(cfg["mpdpac"], "mrs"))
+
+
+def test_answer_slots_see_the_visual_prefix(tiny_model):
+    """Issue 17 audit: answer queries attend to visual keys (bidirectional, no mask) and their logits change
+    with the scene; the prefix comes first, so answer positions start at grid² + 1 in training and decoding."""
+    from paperflow.mpdpac.model import build_inputs
+
+    a, b = torch.full((1, 9), 3), torch.full((1, 9), 3)
+    b[0, 4] = 17
+    ids_a, start = build_inputs(a, 6, SPECIAL["sep"], SPECIAL["mask"], SPECIAL["bg"])
+    ids_b, _ = build_inputs(b, 6, SPECIAL["sep"], SPECIAL["mask"], SPECIAL["bg"])
+    assert start == 10
+    with torch.no_grad():
+        st = tiny_model.states(ids_a, output_attentions=True)
+        la, lb = tiny_model(ids_a)[:, start:], tiny_model(ids_b)[:, start:]
+    assert all(float(w[:, :, start:, : start - 1].sum(-1).min()) > 0.05 for w in st.attentions)
+    assert float((la - lb).abs().max()) > 1e-4
