@@ -286,7 +286,7 @@ def write(metrics: M, rp: M, out: str | Path, inputs: Sequence[str]) -> None:
 
 A tiny reconstruction of the paper's setting, not the paper's models: a {rp['model']['n_layers']}-layer,
 d = {rp['model']['d_model']} bidirectional RoPE transformer trained by this pipeline with the masked-diffusion
-loss ({rp['train_steps']} steps) on synthetic {d['grid']}×{d['grid']} scenes ({d['n_colours']} colours ×
+loss ({rp['train_steps']} steps; EOS-padding terms weighted {rp.get('eos_weight', 1.0):g}, issue 17) on synthetic {d['grid']}×{d['grid']} scenes ({d['n_colours']} colours ×
 {d['n_shapes']} shapes); captions list objects in raster order and are EOS-padded to {d['len_min']}–{d['len_max']}
 tokens. Decoding is LLaDA low-confidence remasking. MPS and MRS follow the official code (hong-sujung/MPD-PAC;
 the code's MPS update, not the README's). The drift diagnostic comes first; an MPS effect is claimed only if
