@@ -63,3 +63,37 @@ def test_metrics_hand_cases():
     # bigrams of a: 8, distinct: (r,c),(c,,),(,,r),(,,g),(g,s),(s,,) = 6 → seq-rep-2 = 1 − 6/8
     assert st["seq_rep2"][0] == pytest.approx(0.25) and st["seq_rep2"][1] == 0.0
     assert distinct2(answers, eos) == pytest.approx(len({*zip(a[:8], a[1:9]), (green, circle), (circle, cm)}) / 10)
+
+
+def test_shuffled_image_control_never_decodes_an_item_from_its_own_scene():
+    """Issue 17 grounding control: every item gets another scene's visual tokens (a derangement), the main
+    conditions run it once (vanilla decoding), the MRS conditions do not."""
+    from paperflow.core.config import validate_config
+    from paperflow.mpdpac import plan
+    from paperflow.mpdpac.evaluate import shuffled_visual
+
+    vis = torch.arange(5 * 4).view(5, 4)
+    sh = shuffled_visual(vis)
+    assert sorted(sh[:, 0].tolist()) == sorted(vis[:, 0].tolist())
+    assert all(not torch.equal(sh[i], vis[i]) for i in range(5)) and torch.equal(sh[0], vis[1])
+    cfg = validate_config({"results_dir": "r", "data_dir": "d", "models_dir": "m", "mpdpac": {"enabled": True}})
+    main = [a for a in plan.arms(cfg["mpdpac"], "main") if a.get("shuffle")]
+    assert [a["name"] for a in main] == [plan.SHUFFLED] and main[0]["lam"] == 0 and main[0]["beta"] == 0
+    assert not any(a.get("shuffle") for a in plan.arms(cfg["mpdpac"], "mrs"))
+
+
+def test_answer_slots_see_the_visual_prefix(tiny_model):
+    """Issue 17 audit: answer queries attend to visual keys (bidirectional, no mask) and their logits change
+    with the scene; the prefix comes first, so answer positions start at grid² + 1 in training and decoding."""
+    from paperflow.mpdpac.model import build_inputs
+
+    a, b = torch.full((1, 9), 3), torch.full((1, 9), 3)
+    b[0, 4] = 17
+    ids_a, start = build_inputs(a, 6, SPECIAL["sep"], SPECIAL["mask"], SPECIAL["bg"])
+    ids_b, _ = build_inputs(b, 6, SPECIAL["sep"], SPECIAL["mask"], SPECIAL["bg"])
+    assert start == 10
+    with torch.no_grad():
+        st = tiny_model.states(ids_a, output_attentions=True)
+        la, lb = tiny_model(ids_a)[:, start:], tiny_model(ids_b)[:, start:]
+    assert all(float(w[:, :, start:, : start - 1].sum(-1).min()) > 0.05 for w in st.attentions)
+    assert float((la - lb).abs().max()) > 1e-4

@@ -28,8 +28,36 @@ def test_loss_only_on_masked_answer_tokens(tiny_model):
     vis = torch.full((3, 9), 3)
     ans = torch.tensor([[5, 8, 4, 1, 1, 1]] * 3)
     length = torch.tensor([6, 6, 4])
-    loss = mdm_loss(tiny_model, vis, ans, length, {"mask": 0, "sep": 2}, g)
+    loss = mdm_loss(tiny_model, vis, ans, length, {"mask": 0, "sep": 2, "eos": 1}, g)
     assert loss.ndim == 0 and torch.isfinite(loss) and loss > 0
     loss.backward()
     assert tiny_model.net.embed.weight.grad is not None
     tiny_model.zero_grad()
+
+
+def test_eos_weight_scales_only_the_padding_terms(tiny_model):
+    """Issue 17: EOS padding dominated the loss and the backbone never read the image. eos_weight multiplies
+    only the EOS targets' terms: 1 is the LLaDA SFT form, 0 leaves the content terms alone, and the
+    content + EOS parts add up (same masks: the generator is reseeded)."""
+    vis = torch.full((4, 9), 3)
+    vis[:, 4] = 17
+    ans = torch.tensor([[5, 8, 4, 1, 1, 1]] * 4)
+    length = torch.tensor([6, 6, 5, 6])
+    sp = {"mask": 0, "sep": 2, "eos": 1}
+
+    def loss(w: float) -> torch.Tensor:
+        with torch.no_grad():
+            return mdm_loss(tiny_model, vis, ans, length, sp, torch.Generator().manual_seed(3), w)
+
+    full, none, tenth = loss(1.0), loss(0.0), loss(0.1)
+    assert 0 < none < tenth < full
+    torch.testing.assert_close(tenth, none + 0.1 * (full - none))
+    assert torch.equal(mdm_loss(tiny_model, vis, ans, length, sp, torch.Generator().manual_seed(3)).detach(), full)
+
+
+def test_default_config_downweights_eos():
+    from paperflow.core.config import validate_config
+    from paperflow.mpdpac import plan
+
+    cfg = validate_config({"results_dir": "r", "data_dir": "d", "models_dir": "m", "mpdpac": {"enabled": True}})
+    assert plan.train_params(cfg["mpdpac"], 0)["eos_weight"] == 0.1

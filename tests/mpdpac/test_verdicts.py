@@ -126,3 +126,14 @@ def test_summary_lists_every_claim(rp, tmp_path):
     report.write(m, rp, out, [])
     text = out.read_text()
     assert text.count("| **") == 6 and "reconstruction" in text and "| L48_t4 | mps_l1 |" in text
+
+
+def test_grounding_table_reports_own_vs_shuffled_f1(rp):
+    m = metrics(L20_t1={"base": arm(dup=0.0, recall=0.8, seed=1), plan.SHUFFLED: arm(dup=0.0, recall=0.1, seed=2)},
+                L48_t4={"base": arm()})
+    t = report.grounding_table(m, 36, 200)
+    row = [ln for ln in t.splitlines() if ln.startswith("| L20_t1")]
+    assert len(row) == 1 and "L48_t4" not in t  # a condition without the control is left out
+    f_own, f_shuf = (float(x) for x in row[0].split("|")[2:4])
+    assert f_own > 0.7 and f_shuf < 0.2 and ("+0.6" in row[0] or "+0.7" in row[0])
+    assert "no condition" in report.grounding_table(metrics(L48_t4={"base": arm()}), 36, 200)

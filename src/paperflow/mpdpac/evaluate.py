@@ -45,6 +45,14 @@ def calibration_states(model: Any, visual: Any, cond: Mapping[str, Any], special
     return h.reshape(-1, h.shape[-1])
 
 
+def shuffled_visual(visual: Any) -> Any:
+    """The grounding control's input: item i gets the visual tokens of item i + 1 (the last gets the first's),
+    a derangement whenever there are ≥ 2 items, so no caption is decoded from its own scene."""
+    import torch
+
+    return torch.roll(visual, shifts=-1, dims=0)
+
+
 def run_condition(p: Mapping[str, Any], data_path: str | Path, weights: str | Path) -> dict[str, Any]:
     import torch
 
@@ -83,9 +91,10 @@ def run_condition(p: Mapping[str, Any], data_path: str | Path, weights: str | Pa
                               p["mrs"]["shape"], arm.get("s_max"))
         prior = priors.get(arm.get("prior") or "", None)
         parts = []
+        vis_arm = shuffled_visual(visual) if arm.get("shuffle") else visual
         with rotary_scaled(model, scale):
             for i in range(0, len(te), bs):
-                parts.append(decode(model, visual[i:i + bs], answer_len=int(cond["answer_len"]),
+                parts.append(decode(model, vis_arm[i:i + bs], answer_len=int(cond["answer_len"]),
                                     tokens_per_step=int(cond["tokens_per_step"]), block_len=int(p["block_len"]),
                                     special=special, diag_prior=paper, mps_prior=prior,
                                     lam=float(arm.get("lam", 0.0)), visual_len=cond.get("visual_len"),

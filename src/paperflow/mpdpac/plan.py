@@ -23,6 +23,9 @@ def conditions(cfg: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
+SHUFFLED = "shuffled_image"
+
+
 def _g(x: float) -> str:
     return f"{x:g}"
 
@@ -46,7 +49,9 @@ def arms(cfg: Mapping[str, Any], kind: str) -> list[dict[str, Any]]:
                 for lam in d["lambdas"]]
         cal = [{"name": f"cal_l{_g(d['calibrated_lam'])}", "prior": "calibrated", "lam": float(d["calibrated_lam"]),
                 "beta": 0.0, "s_max": None}]
-        out = base + mps + ctrl + cal + mrs_b[-1:] + combined
+        # grounding control (issue 17): vanilla decoding of each item from another scene's visual tokens
+        shuffled = [{"name": SHUFFLED, "prior": None, "lam": 0.0, "beta": 0.0, "s_max": None, "shuffle": True}]
+        out = base + mps + ctrl + cal + mrs_b[-1:] + combined + shuffled
     else:
         offspec = [{"name": f"offspec_s{_g(s)}", "prior": None, "lam": 0.0, "beta": 0.0, "s_max": float(s)}
                    for s in d["s_max"]]
@@ -79,6 +84,7 @@ def report_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """What aggregate/figures/summary depend on: the grid and the claims' pre-declared thresholds."""
     return {"seeds": int(cfg["seeds"]), "conditions": conditions(cfg), "decoding": dict(cfg["decoding"]),
             "mrs": dict(cfg["mrs"]), "model": dict(cfg["model"]), "train_steps": int(cfg["train"]["steps"]),
+            "eos_weight": float(cfg["train"]["eos_weight"]),
             "data": dict(cfg["data"]), "claims": {k: dict(v) for k, v in cfg["claims"].items()}}
 
 

@@ -35,6 +35,7 @@ class TrainParams(TypedDict):
     steps: int
     batch_size: int
     lr: float
+    eos_weight: float
     weight_decay: float
     warmup: float
     grad_clip: float

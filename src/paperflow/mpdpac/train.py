@@ -21,8 +21,11 @@ log = logging.getLogger("paperflow.mpdpac.train")
 EPS = 1e-3
 
 
-def mdm_loss(model: Any, visual: Any, answer: Any, length: Any, special: Mapping[str, int], gen: Any) -> Any:
-    """One batch's masked-diffusion loss. answer: [B, Lmax] (EOS beyond `length`), length: [B]."""
+def mdm_loss(model: Any, visual: Any, answer: Any, length: Any, special: Mapping[str, int], gen: Any,
+             eos_weight: float = 1.0) -> Any:
+    """One batch's masked-diffusion loss. answer: [B, Lmax] (EOS beyond `length`), length: [B].
+    eos_weight: weight of the EOS (padding) targets' terms, 1 = the LLaDA SFT form; below 1 keeps the
+    padding from dominating the loss (issue 17: with 1 the tiny backbone never learns to read the image)."""
     import torch
     import torch.nn.functional as F
 
@@ -40,7 +43,8 @@ def mdm_loss(model: Any, visual: Any, answer: Any, length: Any, special: Mapping
     ans, m, p, length = ans.to(dev), m.to(dev), p.to(dev), length.to(dev)
     logits = model(ids)[:, visual.shape[1] + 1:]
     ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ans.reshape(-1), reduction="none").view(B, Lb)
-    per_seq = (ce * m / p[:, None]).sum(dim=1) / length.float()
+    w = torch.where(ans == special["eos"], float(eos_weight), 1.0)
+    per_seq = (ce * w * m / p[:, None]).sum(dim=1) / length.float()
     return per_seq.mean()
 
 
@@ -82,7 +86,7 @@ def train_model(p: Mapping[str, Any], data_path: str | Path, out: str | Path, ck
     model.train()
     for step in range(start, steps):
         idx = torch.from_numpy(np_rng.integers(0, len(tr), size=bs))
-        loss = mdm_loss(model, visual[idx], answer[idx], length[idx], special, gen)
+        loss = mdm_loss(model, visual[idx], answer[idx], length[idx], special, gen, float(p.get("eos_weight", 1.0)))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), float(p["grad_clip"]))
