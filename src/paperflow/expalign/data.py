@@ -398,7 +398,11 @@ def shared_images(json_a: Path, images_a: Path, json_b: Path, images_b: Path) ->
 
     if Path(images_a).resolve() != Path(images_b).resolve():
         return []
-    names = [{str(im.get("file_name")) for im in json.loads(Path(p).read_text())["images"]} for p in (json_a, json_b)]
+    def key(im: Mapping[str, Any]) -> str | None:  # LVIS records may carry only coco_url
+        f = im.get("file_name") or str(im.get("coco_url") or "").rsplit("/", 1)[-1]
+        return str(f) if f else None
+
+    names = [{key(im) for im in json.loads(Path(p).read_text())["images"]} - {None} for p in (json_a, json_b)]
     return sorted(names[0] & names[1])
 
 
