@@ -1,5 +1,5 @@
 # expalign: expectation-alignment head + top-K multi-positive loss + GACO (spec vision_language_a §2).
-# synth (synthetic only) -> prep (COCO/LVIS loader) -> text (MiniLM, once) -> train (arm x seed)
+# synth (synthetic only) -> prep (COCO/LVIS loader; train/val/test, val only for bench/expalign_select.py) -> text (MiniLM, once) -> train (arm x seed)
 # -> evaluate (per seed) -> aggregate -> figures, summary. Logic: src/paperflow/expalign.
 import os
 
@@ -25,6 +25,8 @@ rule expalign_synth:
     output:
         train_json=f"{EXPALIGN_DATA}/raw/annotations_train.json",
         train_images=f"{EXPALIGN_DATA}/raw/images_train.npy",
+        val_json=f"{EXPALIGN_DATA}/raw/annotations_val.json",
+        val_images=f"{EXPALIGN_DATA}/raw/images_val.npy",
         test_json=f"{EXPALIGN_DATA}/raw/annotations_test.json",
         test_images=f"{EXPALIGN_DATA}/raw/images_test.npy",
     params:
@@ -46,6 +48,7 @@ rule expalign_prep:
         **expalign_plan.raw_paths(config["expalign"], config["data_dir"]),
     output:
         train=f"{EXPALIGN_DATA}/train.safetensors",
+        val=f"{EXPALIGN_DATA}/val.safetensors",
         test=f"{EXPALIGN_DATA}/test.safetensors",
         meta=f"{EXPALIGN_DATA}/meta.json",
     params:
@@ -60,7 +63,8 @@ rule expalign_prep:
         "../envs/expalign.yaml"
     shell:
         "paperflow expalign prep --params {params.p:q} --train-json {input.train_json}"
-        " --train-images {input.train_images} --test-json {input.test_json}"
+        " --train-images {input.train_images} --val-json {input.val_json} --val-images {input.val_images}"
+        " --test-json {input.test_json}"
         " --test-images {input.test_images} --outdir {params.outdir} > {log} 2>&1"
 
 

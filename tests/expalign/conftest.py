@@ -11,7 +11,7 @@ def synth_dir(tmp_path_factory):
     from paperflow.expalign.data import SynthCfg, generate
 
     d = tmp_path_factory.mktemp("expalign_synth")
-    generate(SynthCfg(n_train=64, n_test=32, seed=3), d)
+    generate(SynthCfg(n_train=64, n_val=16, n_test=32, seed=3), d)
     return d
 
 

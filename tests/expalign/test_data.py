@@ -58,8 +58,10 @@ def test_bad_input_names_the_record_and_writes_nothing(synth_dir, tmp_path, name
     p = _corrupt(synth_dir, tmp_path / name, fn)
     out = tmp_path / "out"
     with pytest.raises(DataError, match=pattern):
-        prep({"source": "synthetic", "image_size": 32, "max_train_images": None, "max_test_images": None},
-             train_json=p, train_images=p.parent / "images_train.npy", test_json=p.parent / "annotations_test.json",
+        prep({"source": "synthetic", "image_size": 32, "max_train_images": None, "max_val_images": None,
+              "max_test_images": None},
+             train_json=p, train_images=p.parent / "images_train.npy", val_json=p.parent / "annotations_val.json",
+             val_images=p.parent / "images_val.npy", test_json=p.parent / "annotations_test.json",
              test_images=p.parent / "images_test.npy", outdir=out)
     assert not out.exists() or not any(out.iterdir())
 

@@ -30,7 +30,9 @@ def test_shapes_and_default_is_vanilla():
     assert out.cls.shape == (3, 24) and out.patches.shape == (3, 16, 24) and out.hidden.shape == (3, 17, 32)
     assert len(out.attentions) == 2 and out.attentions[0].shape == (3, 4, 17, 17)
     assert torch.allclose(out.attentions[-1].sum(-1), torch.ones(3, 4, 17))
-    assert torch.equal(m(x, last_block="vanilla").patches, out.patches)
+    # without attention weights the vanilla blocks run the fused SDPA kernel: the same map to float rounding
+    assert m(x, last_block="vanilla").attentions is None
+    torch.testing.assert_close(m(x, last_block="vanilla").patches, out.patches, atol=1e-5, rtol=1e-5)
     with pytest.raises(ValueError, match="images must be"):
         m(torch.rand(2, 3, 8, 8))
     with pytest.raises(ValueError, match="last_block"):

@@ -83,6 +83,7 @@ def shape_mask(shape: str, cx: float, cy: float, r: float, H: int, W: int) -> np
 @dataclass
 class SynthCfg:
     n_train: int = 3000
+    n_val: int = 500
     n_test: int = 600
     image_size: int = 32
     max_objects: int = 3
@@ -163,14 +164,35 @@ def render_split(cfg: SynthCfg, split: str, n: int) -> tuple[dict[str, Any], np.
     return coco, imgs
 
 
+def subset(coco: Mapping[str, Any], imgs: np.ndarray, lo: int, hi: int, split: str) -> tuple[dict[str, Any], np.ndarray]:
+    """Images lo..hi-1 of a rendered split as a COCO split of their own (ids, file names, array rows and
+    annotation ids renumbered from 1 / 0)."""
+    keep = coco["images"][lo:hi]
+    new_id = {int(im["id"]): j + 1 for j, im in enumerate(keep)}
+    images = [{**im, "id": new_id[int(im["id"])], "file_name": f"{split}_{j:06d}.png", "array_index": j}
+              for j, im in enumerate(keep)]
+    anns = [a for a in coco["annotations"] if int(a["image_id"]) in new_id]
+    anns = [{**a, "id": j + 1, "image_id": new_id[int(a["image_id"])]} for j, a in enumerate(anns)]
+    out = {"info": {**coco["info"], "description": f"expalign synthetic {split} split"},
+           "images": images, "annotations": anns, "categories": coco["categories"]}
+    return out, np.ascontiguousarray(imgs[lo:hi])
+
+
 def generate(cfg: SynthCfg, outdir: Path) -> dict[str, Path]:
-    """Write annotations_<split>.json and images_<split>.npy for train and test (atomically)."""
+    """Write annotations_<split>.json and images_<split>.npy for train, val and test (atomically).
+    The validation split is held out from the training stream: the generator renders n_train + n_val
+    training images (rare combinations never positive) and writes the last n_val as `val`, so the
+    training images do not depend on n_val. Test draws every combination (its own stream)."""
     from paperflow.core.io import atomic_path, write_json
 
     outdir = Path(outdir)
+    coco_tr, imgs_tr = render_split(cfg, "train", cfg.n_train + cfg.n_val)
+    coco_te, imgs_te = render_split(cfg, "test", cfg.n_test)
+    parts = {"train": subset(coco_tr, imgs_tr, 0, cfg.n_train, "train"),
+             "val": subset(coco_tr, imgs_tr, cfg.n_train, cfg.n_train + cfg.n_val, "val"),
+             "test": (coco_te, imgs_te)}
     out: dict[str, Path] = {}
-    for split, n in (("train", cfg.n_train), ("test", cfg.n_test)):
-        coco, imgs = render_split(cfg, split, n)
+    for split, (coco, imgs) in parts.items():
         write_json(outdir / f"annotations_{split}.json", coco)
         with atomic_path(outdir / f"images_{split}.npy") as tmp:
             with open(tmp, "wb") as f:
@@ -367,6 +389,21 @@ def load_coco(ann_path: Path, *, images: Path, image_size: int, phrases: Sequenc
             e.update({k: c[k] for k in ("colour", "shape", "size") if k in c})
             e["frequency"] = str(c.get("frequency", "f"))
     return split, cat_list
+
+
+def shared_images(json_a: Path, images_a: Path, json_b: Path, images_b: Path) -> list[str]:
+    """File names two splits share when they read the same image source (a val split that overlaps test
+    would leak test images into model selection). Different sources share nothing by construction."""
+    import json
+
+    if Path(images_a).resolve() != Path(images_b).resolve():
+        return []
+    def key(im: Mapping[str, Any]) -> str | None:  # LVIS records may carry only coco_url
+        f = im.get("file_name") or str(im.get("coco_url") or "").rsplit("/", 1)[-1]
+        return str(f) if f else None
+
+    names = [{key(im) for im in json.loads(Path(p).read_text())["images"]} - {None} for p in (json_a, json_b)]
+    return sorted(names[0] & names[1])
 
 
 def save_split(path: Path, split: Split) -> None:

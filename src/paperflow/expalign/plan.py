@@ -8,6 +8,9 @@ from typing import Any
 
 # claims compare these arms (an arm missing from the config makes its claim "not testable")
 CLAIM_ARMS = ("A", "C", "E", "D", "F", "A_filler", "C_filler")
+# train: training; val: held out from the training images, model selection only (bench/expalign_select.py);
+# test: the reported numbers
+SPLITS = ("train", "val", "test")
 
 
 def arms(cfg: Mapping[str, Any]) -> list[str]:
@@ -31,12 +34,13 @@ def raw_paths(cfg: Mapping[str, Any], data_dir: str) -> dict[str, str]:
     d = cfg["data"]
     if synthetic(cfg):
         raw = f"{data_dir}/expalign/{name(cfg)}/raw"
-        return {"train_json": f"{raw}/annotations_train.json", "train_images": f"{raw}/images_train.npy",
-                "test_json": f"{raw}/annotations_test.json", "test_images": f"{raw}/images_test.npy"}
-    missing = [k for k in ("train_json", "train_images", "test_json", "test_images") if not d.get(k)]
+        return {f"{s}_{k}": f"{raw}/{f}_{s}.{e}" for s in SPLITS
+                for k, f, e in (("json", "annotations", "json"), ("images", "images", "npy"))}
+    keys = [f"{s}_{k}" for s in SPLITS for k in ("json", "images")]
+    missing = [k for k in keys if not d.get(k)]
     if missing:
         raise ValueError(f"expalign.data: source {d['source']!r} needs {missing}")
-    return {k: str(d[k]) for k in ("train_json", "train_images", "test_json", "test_images")}
+    return {k: str(d[k]) for k in keys}
 
 
 def synth_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -46,7 +50,8 @@ def synth_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
 def prep_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
     d = cfg["data"]
     return {"source": d["source"], "image_size": int(d["image_size"]),
-            "max_train_images": d["max_train_images"], "max_test_images": d["max_test_images"]}
+            "max_train_images": d["max_train_images"], "max_val_images": d["max_val_images"],
+            "max_test_images": d["max_test_images"]}
 
 
 def text_params(cfg: Mapping[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 
 class SynthParams(TypedDict):
     n_train: int
+    n_val: int
     n_test: int
     image_size: int
     max_objects: int
@@ -31,14 +32,15 @@ class SynthParams(TypedDict):
 
 @stage(plan=plan.synth_params)
 def synth(params: SynthParams, *, outdir: Path) -> dict[str, Any]:
-    """Write annotations_{train,test}.json (COCO format, RLE masks) + images_{train,test}.npy."""
+    """Write annotations_{train,val,test}.json (COCO format, RLE masks) + images_{train,val,test}.npy; val is
+    held out from the generated training images."""
     from paperflow.expalign.data import SynthCfg, generate
 
     outdir = Path(outdir)
-    outs = [outdir / f"{k}_{s}.{e}" for s in ("train", "test") for k, e in (("annotations", "json"), ("images", "npy"))]
+    outs = [outdir / f"{k}_{s}.{e}" for s in ("train", "val", "test") for k, e in (("annotations", "json"), ("images", "npy"))]
     with Stage("expalign.synth", config=params, outputs=outs, seed=params["seed"]) as st:
         generate(SynthCfg.from_params(params), outdir)
-        st.metrics = {"n_train": params["n_train"], "n_test": params["n_test"]}
+        st.metrics = {"n_train": params["n_train"], "n_val": params["n_val"], "n_test": params["n_test"]}
     return st.metrics
 
 
@@ -46,20 +48,30 @@ class PrepParams(TypedDict):
     source: str
     image_size: int
     max_train_images: int | None
+    max_val_images: int | None
     max_test_images: int | None
 
 
 @stage(plan=plan.prep_params)
-def prep(params: PrepParams, *, train_json: Path, train_images: Path, test_json: Path, test_images: Path,
-         outdir: Path) -> dict[str, Any]:
-    """Validate and load both splits (train and test share the train file's vocabulary); write
-    train.safetensors, test.safetensors and meta.json. Nothing is written unless both splits load."""
-    from paperflow.expalign.data import load_coco, save_split
+def prep(params: PrepParams, *, train_json: Path, train_images: Path, val_json: Path, val_images: Path,
+         test_json: Path, test_images: Path, outdir: Path) -> dict[str, Any]:
+    """Validate and load the three splits with the one loader (all share the train file's vocabulary); write
+    train.safetensors, val.safetensors (model selection only), test.safetensors and meta.json. Nothing is
+    written unless every split loads."""
+    from paperflow.expalign.data import DataError, load_coco, save_split, shared_images
 
     outdir = Path(outdir)
+    src = {"train": (train_json, train_images), "val": (val_json, val_images), "test": (test_json, test_images)}
+    for x, y in (("train", "val"), ("train", "test"), ("val", "test")):
+        both = shared_images(*src[x], *src[y])
+        if both:
+            raise DataError(f"{src[y][0]}: {len(both)} images are also in the {x} split {src[x][0]} "
+                            f"(first: {both[0]}); the {x} and {y} splits must be disjoint")
     S = int(params["image_size"])
     tr, cats = load_coco(train_json, images=train_images, image_size=S, max_images=params["max_train_images"])
     phrases = [c["phrase"] for c in cats]
+    va, _ = load_coco(val_json, images=val_images, image_size=S, phrases=phrases,
+                      max_images=params["max_val_images"])
     te, cats_te = load_coco(test_json, images=test_images, image_size=S, phrases=phrases,
                             max_images=params["max_test_images"])
     for c, ct in zip(cats, cats_te):  # rare flags: the test file's (LVIS minival carries the frequencies)
@@ -67,16 +79,21 @@ def prep(params: PrepParams, *, train_json: Path, train_images: Path, test_json:
             c["frequency"] = ct["frequency"]
     rare = [c["phrase"] for c in cats if c["frequency"] == "r"]
     leak = [p for i, p in enumerate(phrases) if cats[i]["frequency"] == "r" and tr.pos[:, i].any()]
-    meta = {"phrases": phrases, "categories": cats, "n_train": int(len(tr.images)), "n_test": int(len(te.images)),
+    meta = {"phrases": phrases, "categories": cats, "n_train": int(len(tr.images)), "n_val": int(len(va.images)),
+            "n_test": int(len(te.images)),
             "image_size": S, "n_rare": len(rare), "rare_positive_in_train": leak,
-            "train_instances": int(len(tr.inst_cat)), "test_instances": int(len(te.inst_cat))}
-    outs = [outdir / "train.safetensors", outdir / "test.safetensors", outdir / "meta.json"]
+            "train_instances": int(len(tr.inst_cat)), "val_instances": int(len(va.inst_cat)),
+            "test_instances": int(len(te.inst_cat))}
+    outs = [outdir / "train.safetensors", outdir / "val.safetensors", outdir / "test.safetensors",
+            outdir / "meta.json"]
     with Stage("expalign.prep", config=params, outputs=outs,
-               inputs=[train_json, test_json]) as st:
+               inputs=[train_json, val_json, test_json]) as st:
         save_split(outs[0], tr)
-        save_split(outs[1], te)
-        write_json(outs[2], meta)
-        st.metrics = {k: meta[k] for k in ("n_train", "n_test", "n_rare", "train_instances", "test_instances")}
+        save_split(outs[1], va)
+        save_split(outs[2], te)
+        write_json(outs[3], meta)
+        st.metrics = {k: meta[k] for k in ("n_train", "n_val", "n_test", "n_rare", "train_instances",
+                                           "val_instances", "test_instances")}
         st.metrics["rare_positive_in_train"] = len(leak)
     return meta
 
