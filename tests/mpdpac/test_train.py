@@ -9,7 +9,7 @@ from paperflow.mpdpac.train import mdm_loss, train_model
 from tests.mpdpac.conftest import MODEL
 
 P = {"seed": 1, "steps": 6, "batch_size": 4, "lr": 0.003, "weight_decay": 0.01, "warmup": 0.2, "grad_clip": 1.0,
-     "ckpt_every": 2, "model": MODEL}
+     "ckpt_every": 2, "eos_weight": 1.0, "model": MODEL}
 
 
 def test_stop_and_resume_gives_identical_weights(scenes, tmp_path):

@@ -86,7 +86,7 @@ def train_model(p: Mapping[str, Any], data_path: str | Path, out: str | Path, ck
     model.train()
     for step in range(start, steps):
         idx = torch.from_numpy(np_rng.integers(0, len(tr), size=bs))
-        loss = mdm_loss(model, visual[idx], answer[idx], length[idx], special, gen, float(p.get("eos_weight", 1.0)))
+        loss = mdm_loss(model, visual[idx], answer[idx], length[idx], special, gen, float(p["eos_weight"]))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), float(p["grad_clip"]))
