@@ -11,8 +11,8 @@
 - `rotary_inv_freq()` / `set_rotary_inv_freq(f)` — the per-pair rotary frequencies (MRS rescales them).
 
 `TinyMDM` implements it on `paperflow.nn.transformer` (bidirectional, RoPE): the override goes in through
-its `steer` hook at layer 0, the frequencies through `model.rotary.inv_freq`. An adapter for an HF-format
-masked-diffusion model (LLaDA-V / LaViDa, `config/paper.yaml`) implements the same five methods:
+its `steer` hook at layer 0, the frequencies through `model.rotary.inv_freq`. `hf_adapter.HFBackbone` implements the same five methods
+for an HF-format masked-diffusion model (LLaDA-V / LaViDa, `config/paper.yaml`):
 `model.get_input_embeddings().weight`; `model(inputs_embeds=..., output_hidden_states=True)` with
 `hidden_states[1:]` (LLaDA appends the post-`ln_f` state last, the same convention); `ff_out` (or the
 tied embedding) for `logits`; and the `rotary_emb` of every block for the frequencies (LLaDA builds its
