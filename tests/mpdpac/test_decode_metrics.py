@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from paperflow.mpdpac.data import Vocab
-from paperflow.mpdpac.decode import decode, transfer_schedule
+from paperflow.mpdpac.decode import decode, distance_bins, distance_edges, transfer_schedule
 from paperflow.mpdpac.fixes import paper_prior
 from paperflow.mpdpac.metrics import distinct2, dup_rate, item_stats, parse_objects, prf, truncate
 
@@ -33,6 +33,19 @@ def test_decode_fills_every_slot_and_records_diagnostics(tiny_model, L, tps, blo
     assert (masked_per_step[:, 0] == L).all() and (np.diff(masked_per_step, axis=1) < 0).all()
     assert out.vis_attn.shape == (2, 3, steps) and (out.vis_attn > 0).all() and (out.vis_attn <= 1 + 1e-6).all()
     assert (out.obj_attn <= out.vis_attn + 1e-6).all()
+    # by distance: the bins partition the keys (mass sums to 1 per query), masked keys are a part of it
+    assert out.dist_attn.shape[:3] == (2, 3, steps)
+    assert np.allclose(out.dist_attn.sum(axis=-1), 1.0, atol=1e-5)
+    assert (out.dist_mask_attn <= out.dist_attn + 1e-6).all() and (out.dist_mask_attn[:, :, -1] >= 0).all()
+    assert out.dist_mask_attn[:, :, 0, 0].min() > 0  # at step 0 every answer query is a masked key itself
+
+
+def test_distance_bins_by_hand():
+    assert distance_edges(20) == [0, 1, 2, 4, 8, 16]
+    oh = distance_bins(6, start=4)  # queries 4, 5; keys 0..5
+    assert oh.shape == (2, 6, 4) and torch.equal(oh.sum(-1), torch.ones(2, 6))
+    assert oh[0].argmax(-1).tolist() == [3, 2, 2, 1, 0, 1]  # |4 − k| = 4, 3, 2, 1, 0, 1 → bins 4+, 2–3, 2–3, 1, 0, 1
+    assert oh[1].argmax(-1).tolist() == [3, 3, 2, 2, 1, 0]
 
 
 def test_decode_is_deterministic_and_mps_changes_nothing_at_lambda_zero(tiny_model):

@@ -32,6 +32,27 @@ class DecodeOut:
     factor_nonzero: np.ndarray  # [B, steps, L] 1 where MPS's factor a > 0 at a masked slot, 0 masked & a = 0, NaN unmasked
     vis_attn: np.ndarray | None  # [B, n_layers, steps] attention mass from masked answer queries onto visual keys
     obj_attn: np.ndarray | None  # [B, n_layers, steps] ... onto object (non-BG visual) keys
+    dist_attn: np.ndarray | None = None  # [B, n_layers, steps, n_bins] ... onto keys at query−key distance bin
+    dist_mask_attn: np.ndarray | None = None  # [B, n_layers, steps, n_bins] ... onto still-masked keys, by bin
+
+
+def distance_edges(T: int) -> list[int]:
+    """Left edges of the |query − key| bins: 0 (itself), 1, 2–3, 4–7, … (powers of two) up to T − 1."""
+    edges, e = [0, 1], 2
+    while e < T:
+        edges.append(e)
+        e *= 2
+    return edges
+
+
+def distance_bins(T: int, start: int) -> Tensor:
+    """One-hot [T − start, T, n_bins]: the bin of |q − k| for every answer query q ≥ start and key k."""
+    q = torch.arange(start, T)[:, None]
+    k = torch.arange(T)[None, :]
+    d = (q - k).abs()
+    edges = torch.tensor(distance_edges(T))
+    idx = torch.bucketize(d, edges, right=True) - 1
+    return torch.nn.functional.one_hot(idx, len(edges)).float()
 
 
 @torch.no_grad()
@@ -52,6 +73,10 @@ def decode(model: Backbone, visual: Tensor, *, answer_len: int, tokens_per_step:
     n_layers = model.n_layers
     vis = np.zeros((B, n_layers, n_steps), np.float32) if attention else None
     obj = np.zeros((B, n_layers, n_steps), np.float32) if attention else None
+    onehot = distance_bins(T, start).to(ids.device) if attention else None
+    nb = int(onehot.shape[-1]) if onehot is not None else 0
+    dist = np.zeros((B, n_layers, n_steps, nb), np.float32) if attention else None
+    dist_m = np.zeros((B, n_layers, n_steps, nb), np.float32) if attention else None
     is_obj_key = (ids[:, :start - 1] != bg)  # [B, start-1]
     step = 0
     for b in range(L // blk):
@@ -78,6 +103,10 @@ def decode(model: Backbone, visual: Tensor, *, answer_len: int, tokens_per_step:
                     mo = (wa[:, :, : start - 1] * is_obj_key[:, None, :]).sum(dim=-1)
                     vis[:, li, step] = ((mv * qmask).sum(dim=1) / nq).cpu().numpy()  # type: ignore[index]
                     obj[:, li, step] = ((mo * qmask).sum(dim=1) / nq).cpu().numpy()  # type: ignore[index]
+                    per_q = torch.einsum("blt,ltn->bln", wa.float(), onehot)  # [B, L, bins]
+                    per_qm = torch.einsum("blt,bt,ltn->bln", wa.float(), masked.float(), onehot)
+                    dist[:, li, step] = ((per_q * qmask[..., None]).sum(dim=1) / nq[:, None]).cpu().numpy()  # type: ignore[index]
+                    dist_m[:, li, step] = ((per_qm * qmask[..., None]).sum(dim=1) / nq[:, None]).cpu().numpy()  # type: ignore[index]
             logits = model.logits(h).double()
             p = logits.softmax(dim=-1)
             conf, x0 = p.max(dim=-1)
@@ -96,4 +125,4 @@ def decode(model: Backbone, visual: Tensor, *, answer_len: int, tokens_per_step:
                     commit &= conf > -torch.inf
                 ids = torch.where(commit, x0, ids)
             step += 1
-    return DecodeOut(ids[:, start:].cpu().numpy(), cos, fac, vis, obj)
+    return DecodeOut(ids[:, start:].cpu().numpy(), cos, fac, vis, obj, dist, dist_m)

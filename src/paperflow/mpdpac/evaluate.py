@@ -129,6 +129,19 @@ def run_condition(p: Mapping[str, Any], data_path: str | Path, weights: str | Pa
                                 "object_by_layer_step": obj.mean(axis=0).round(6).tolist(),
                                 "item_visual": vis.mean(axis=(1, 2)).tolist(),
                                 "item_object": obj.mean(axis=(1, 2)).tolist()}
+            if parts[0].dist_attn is not None:
+                from paperflow.mpdpac.decode import distance_edges
+
+                da = np.concatenate([d.dist_attn for d in parts])  # [B, n_layers, steps, bins]
+                dm = np.concatenate([d.dist_mask_attn for d in parts])
+                T = int(visual.shape[1]) + 1 + int(cond["answer_len"]) + max(
+                    0, int(cond.get("visual_len") or 0) - int(visual.shape[1]))
+                res["attention"]["by_distance"] = {
+                    "bin_left_edges": distance_edges(T)[: da.shape[-1]],
+                    "all_keys_by_layer": da.mean(axis=(0, 2)).round(6).tolist(),
+                    "all_keys_by_step": da.mean(axis=(0, 1)).round(6).tolist(),
+                    "masked_keys_by_layer": dm.mean(axis=(0, 2)).round(6).tolist(),
+                    "masked_keys_by_step": dm.mean(axis=(0, 1)).round(6).tolist()}
         log.info("%s/%s: dup %.3f F1 %.3f seq-rep-2 %.3f cos %.3f factor>0 %s", cond.get("name"), name,
                  res["summary"]["dup_rate"], F, res["summary"]["seq_rep2"], res["summary"]["cos_mean"] or np.nan,
                  res["summary"]["factor_nonzero_share"])

@@ -74,7 +74,37 @@ def attention(metrics: Mapping[str, Any], out: Path) -> Path:
     return save_figure(fig, out)
 
 
+def attention_by_distance(metrics: Mapping[str, Any], out: Path) -> Path:
+    """Attention mass from masked answer queries by |query − key| bin (mean over layers, steps, items, seeds):
+    onto all keys (solid) and onto still-masked keys (dashed); base and MRS arms."""
+    runs = metrics["runs"]
+    fig, axes = subplots(1, 1, w=6.0)
+    ax = axes[0, 0]
+    edges: list[int] = []
+    for cond, arms in runs.items():
+        for arm, by_seed in arms.items():
+            if not (arm == "base" or arm.startswith("mrs")) or not all(
+                    "by_distance" in r.get("attention", {}) for r in by_seed.values()):
+                continue
+            bd = [r["attention"]["by_distance"] for r in by_seed.values()]
+            if len(bd[0]["bin_left_edges"]) > len(edges):  # conditions differ in length: label the longest
+                edges = bd[0]["bin_left_edges"]
+            y = np.mean([np.mean(b["all_keys_by_layer"], axis=0) for b in bd], axis=0)
+            ym = np.mean([np.mean(b["masked_keys_by_layer"], axis=0) for b in bd], axis=0)
+            line, = ax.plot(np.arange(len(y)), y, marker=".", lw=1, label=f"{cond}/{arm}")
+            ax.plot(np.arange(len(ym)), ym, ls="--", lw=1, color=line.get_color())
+    if edges:
+        ax.set_xticks(np.arange(len(edges)), [f"{e}+" if i == len(edges) - 1 else
+                                              (str(e) if edges[i + 1] - e == 1 else f"{e}–{edges[i + 1] - 1}")
+                                              for i, e in enumerate(edges)], fontsize=7, rotation=30)
+        ax.legend(fontsize=6)
+    ax.set_xlabel("|query − key| (positions)")
+    ax.set_ylabel("attention mass (solid: all keys, dashed: masked keys)")
+    return save_figure(fig, out)
+
+
 def make_all(metrics: Mapping[str, Any], rp: Mapping[str, Any], outdir: Path) -> list[Path]:
     outdir.mkdir(parents=True, exist_ok=True)
     return [drift(metrics, outdir / "drift_by_step.png"), grid(metrics, outdir / "decoding_grid.png"),
-            attention(metrics, outdir / "visual_attention.png")]
+            attention(metrics, outdir / "visual_attention.png"),
+            attention_by_distance(metrics, outdir / "attention_by_distance.png")]

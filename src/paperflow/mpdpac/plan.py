@@ -105,4 +105,4 @@ def eval_paths(cfg: Mapping[str, Any], results: str) -> list[str]:
     return [eval_path(results, s, c) for s in seeds(cfg) for c in conditions(cfg)]
 
 
-FIGURES = ("drift_by_step.png", "decoding_grid.png", "visual_attention.png")
+FIGURES = ("drift_by_step.png", "decoding_grid.png", "visual_attention.png", "attention_by_distance.png")
