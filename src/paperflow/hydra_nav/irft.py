@@ -22,10 +22,14 @@ def op_time(moves: np.ndarray, decisions: np.ndarray, calls: np.ndarray, cost: f
         float(cost) * np.asarray(calls, float)
 
 
-def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1e-2, iters: int = 30) -> Logistic:
+def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1e-2, iters: int = 30,
+                 prior_correction: bool = True) -> Logistic:
     """Class-weighted L2 logistic regression by Newton's method on standardised features.
     Each present class gets total weight 1/2 (balanced); a single-class set is fitted with its own
-    weights only, and the L2 term keeps the coefficients finite."""
+    weights only, and the L2 term keeps the coefficients finite. Balanced weights fit the odds as if
+    both classes were equally frequent; `prior_correction` adds log(π/(1−π)) (π: the kept steps' trigger
+    rate) to the intercept, the standard prior-shift correction, so that sampling from the fit triggers
+    at about the kept rate instead of about half the time [choice]."""
     x = np.asarray(x, float)
     y = np.asarray(y, float)
     if x.ndim != 2 or len(x) != len(y) or len(x) == 0:
@@ -51,7 +55,11 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1e-2, iters: int = 30
         beta -= step
         if np.abs(step).max() < 1e-8:
             break
-    return Logistic(beta[:-1].copy(), float(beta[-1]), mu, sd)
+    b = float(beta[-1])
+    pi = float(y.mean())
+    if prior_correction and 0.0 < pi < 1.0:
+        b += math.log(pi / (1.0 - pi))
+    return Logistic(beta[:-1].copy(), b, mu, sd)
 
 
 def keep_fastest(results: Sequence[EpisodeResult], cost: float, share: float, *, move_cost: float,
@@ -108,7 +116,7 @@ def train_irft(env: Any, params: Mapping[str, Any], seed: int) -> dict[str, Any]
             else:
                 x = np.concatenate([k.feats for k in kept])
                 y = np.concatenate([k.labels for k in kept]).astype(float)
-                model = fit_logistic(x, y, l2=float(params["l2"]))
+                model = fit_logistic(x, y, l2=float(params["l2"]), prior_correction=bool(params["prior_correction"]))
                 stats["model"] = model.to_dict()
                 hist.append(stats)
             if r + 1 < rounds:

@@ -67,6 +67,7 @@ class IrftParams(TypedDict):
     p0: float
     keep_share: float
     l2: float
+    prior_correction: bool
     costs: list[float]
     seed: int
 
@@ -135,12 +136,13 @@ def baselines(params: BaselinesParams, *, episodes: Path, out: Path) -> dict[str
 
 
 @stage()
-def aggregate(params: dict[str, Any], *, irft: list[Path], baselines: list[Path], models: list[Path],
-              out: Path) -> dict[str, Any]:
+def aggregate(params: dict[str, Any], *, out: Path, irft: list[Path] | None = None,
+              baselines: list[Path] | None = None, models: list[Path] | None = None) -> dict[str, Any]:
     """Collect every rollout into metrics.json: per policy × cost the per-episode metrics (seeds × houses)
     and their means, the SOT-vs-cost curve, the learned trigger's training rounds (params: the config section)."""
     from paperflow.hydra_nav.report import aggregate_runs
 
+    irft, baselines, models = list(irft or []), list(baselines or []), list(models or [])
     with Stage("hydra_nav.aggregate", config=params, outputs=[out], inputs=[*irft, *baselines, *models]) as st:
         metrics = aggregate_runs([read_json(f) for f in baselines], [read_json(f) for f in irft],
                                  [read_json(f) for f in models], params)
