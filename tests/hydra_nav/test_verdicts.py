@@ -114,3 +114,24 @@ def test_verdict_adaptive_near_every_step_sr_not_testable():
     m = metrics()
     del m["per_policy"]["slow_every_step"]
     assert verdict(report.claim_adaptive_near_every_step_sr, m) == "not testable at this scale"
+
+
+@pytest.mark.parametrize("sot,want", [({"fast_only": 0.1, "heuristic": 0.2, "irft": 0.2}, "held"),
+                                      ({"fast_only": 0.3, "heuristic": 0.2, "irft": 0.2}, "did not hold"),
+                                      ({"fast_only": 0.15, "heuristic": 0.2, "irft": 0.1}, "partly")])
+def test_verdict_adaptive_best_sot(sot, want):
+    assert verdict(report.claim_adaptive_best_sot, metrics(sot=sot)) == want
+
+
+def test_verdict_adaptive_best_sot_not_testable():
+    m = metrics()
+    del m["per_policy"]["fast_only"]
+    assert verdict(report.claim_adaptive_best_sot, m) == "not testable at this scale"
+
+
+def test_table_order_and_the_answer_wording():
+    m = metrics()
+    assert report.ordered(list(m["per_policy"])) == ["fast_only", "slow_every_step", "every_5", "every_10",
+                                                      "heuristic", "irft"]
+    c = report.claim_irft_vs_heuristic(metrics(sot={"irft": 0.3, "heuristic": 0.2}), ccfg())
+    assert report.irft_answer(c).startswith("**Yes**")

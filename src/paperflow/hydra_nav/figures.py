@@ -11,12 +11,13 @@ FIGURES = ["sot_vs_cost.png"]
 
 def make_all(metrics: Mapping[str, Any], outdir: str | Path) -> list[Path]:
     from paperflow.core.plotting import save_figure, subplots
-    from paperflow.hydra_nav.report import name
+    from paperflow.hydra_nav.report import name, ordered
 
     outdir = Path(outdir)
     fig, axes = subplots(1, 2, w=5.0)
     ax = axes[0, 0]
-    for p, pts in metrics["curve"].items():
+    for p in ordered(list(metrics["curve"])):
+        pts = metrics["curve"][p]
         xs = sorted(pts, key=float)
         x = [float(k) for k in xs]
         y = [pts[k] for k in xs]
@@ -31,8 +32,8 @@ def make_all(metrics: Mapping[str, Any], outdir: str | Path) -> list[Path]:
     ax.legend(fontsize=7)
     ax2 = axes[0, 1]
     cost = metrics["costs"][0]
-    for p, d in metrics["per_policy"].items():
-        m = d[cost]["mean"]
+    for p in ordered(list(metrics["per_policy"])):
+        m = metrics["per_policy"][p][cost]["mean"]
         ax2.scatter(m["calls_per_episode"], m["sr"], label=name(p), marker="*" if p == "irft" else "o", s=60)
     ax2.set_xscale("symlog", linthresh=1.0)
     ax2.set_xlabel(f"slow calls per episode (C={cost})")
