@@ -39,4 +39,5 @@ def make_all(metrics: Mapping[str, Any], outdir: str | Path) -> list[Path]:
     ax2.set_xlabel(f"slow calls per episode (C={cost})")
     ax2.set_ylabel("SR")
     ax2.set_title("SR vs slow calls")
+    ax2.legend(fontsize=7)
     return [save_figure(fig, outdir / FIGURES[0])]
