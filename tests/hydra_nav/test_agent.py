@@ -67,3 +67,12 @@ def test_episode_counts_and_slow_calls_help_on_average(small_dataset):
     none = [run_episode(env, i, Never(), np.random.default_rng(i), lam=8.0, stag_m=4)
             for i in range(len(small_dataset["episodes"]))]
     assert all(r.slow_calls == 0 for r in none)
+
+
+def test_rollouts_are_deterministic_given_the_seed(small_dataset):
+    from paperflow.hydra_nav.agent import RandomTrigger
+
+    env = HydraNavEnv(small_dataset, max_steps=120)
+    runs = [[run_episode(env, i, RandomTrigger(0.3), np.random.default_rng([7, i]), lam=8.0, stag_m=4).record()
+             for i in range(3)] for _ in range(2)]
+    assert runs[0] == runs[1]
