@@ -197,6 +197,7 @@ PAPER_GPU_STAGES = {
     "mpdpac": ["train", "decode"],
     "expalign": ["train", "evaluate"],
     "piaa": ["train", "evaluate"],
+    "hydra_nav": [],  # numpy gridworld: no GPU stage at paper scale either (the habitat-sim VLM runner is not implemented)
 }
 
 
