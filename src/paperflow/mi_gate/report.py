@@ -116,14 +116,14 @@ def claim_transfer(metrics: Mapping[str, Any], ccfg: Mapping[str, Any]) -> list[
     deltas = per_seed(metrics, "original", lambda r: r["interactions"]["delta"])
     v = combine([judge(dr, rule, what="R̄(gated) − R̄(original)"),
                  judge(du, rule, what="Ū_V(original) − Ū_V(gated)")])
-    m1 = (f"R̄ {fmt_mean_se(rb)} → {fmt_mean_se(ra)} (diff {_fmt(dr)}); Ū_V {fmt_mean_se(ub)} → {fmt_mean_se(ua)} "
+    m1 = (f"R̄ {fmt_mean_se(rb)} → {fmt_mean_se(ra)} (diff {_fmt(dr)}); Ū_V {fmt_mean_se(ua)} → {fmt_mean_se(ub)} "
           f"(fall {_fmt(du)}); unadjusted R̄ diff {_fmt(draw)}; original's adjustment δ "
           f"{np.mean(list(deltas.values())):+.3f}")
     sh = lambda r: r["interactions"]["shares"]["u_v"]  # noqa: E731
     ds, sa, sb = paired(metrics, "original", g, sh)
     rs, _, _ = paired(metrics, g, "original", lambda r: r["interactions"]["shares"]["r"])
     v2 = judge(ds, rule, what="U_V-dominant share(original) − share(gated)")
-    m2 = (f"U_V-dominant share {fmt_mean_se(sb)} → {fmt_mean_se(sa)} (fall {_fmt(ds)}); R-dominant share "
+    m2 = (f"U_V-dominant share {fmt_mean_se(sa)} → {fmt_mean_se(sb)} (fall {_fmt(ds)}); R-dominant share "
           f"change {_fmt(rs)}")
     n = dr.n
     return [Claim.judged(c1, m1, v, sample=f"{_seeds(n)} (paired re-estimates)", paper=paper, source="spec"),
