@@ -111,7 +111,9 @@ def fit_classifiers(xv: np.ndarray, xt: np.ndarray, y: np.ndarray, p: Mapping[st
     h = int(p["hidden"])
     models = [_mlp(torch, V.shape[1], h, n_classes), _mlp(torch, T.shape[1], h, n_classes),
               _mlp(torch, J.shape[1], h, n_classes)]
-    opt = torch.optim.Adam([q for m in models for q in m.parameters()], lr=float(p["lr"]))
+    from paperflow.mi_gate.model import Adam
+
+    opt = Adam([q for m in models for q in m.parameters()], lr=float(p["lr"]))
     ce = torch.nn.functional.cross_entropy
     ins = (V, T, J)
 
