@@ -276,6 +276,8 @@ def condition_table(metrics: Mapping[str, Any], tau: float, key: str) -> str:
     if not vs:
         return "—"
     conds = list(next(iter(metrics["runs"][vs[0]]["seeds"].values()))["test"]["T0"])
+    if key == "vie":  # 0 on clean by definition
+        conds = [c for c in conds if c != "clean"]
     rows = ["| run | text | " + " | ".join(conds) + " |", "|---|---|" + "---|" * len(conds)]
     for v in vs:
         S = list(metrics["runs"][v]["seeds"].values())
