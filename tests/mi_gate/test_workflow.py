@@ -12,9 +12,9 @@ def test_outputs_manifests_and_verdicts(smk_run):
     man = json.loads((res / "summary.md.manifest.json").read_text())
     claims = man["metrics"]["claims"]
     assert len(claims) == 8
-    by = {c["claim"][:20]: c["verdict"] for c in claims}
-    # one seed (the smoke config) can never decide a paired claim; the random/words controls were not run
-    assert sum(v == "not testable at this scale" for v in by.values()) >= 6
+    # one seed (the smoke config) can never decide a paired claim (only the sanity cross-tab can be decided)
+    paired = [c for c in claims if not c["claim"].startswith("Sanity")]
+    assert len(paired) == 7 and all(c["verdict"] == "not testable at this scale" for c in paired)
     text = (res / "summary.md").read_text()
     assert "by construction" in text and "± 0.000" not in text
     assert (res / "figures/vie_by_corruption.png").stat().st_size > 1000
