@@ -198,6 +198,7 @@ PAPER_GPU_STAGES = {
     "expalign": ["train", "evaluate"],
     "piaa": ["train", "evaluate"],
     "hydra_nav": [],  # numpy gridworld: no GPU stage at paper scale either (the habitat-sim VLM runner is not implemented)
+    "mi_gate": ["gate", "train"],
 }
 
 
