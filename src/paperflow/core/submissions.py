@@ -23,8 +23,14 @@ def count_submissions(dry_run_output: str, local_rules: set[str]) -> dict[str, d
 
     out: dict[str, dict[str, int]] = {}
 
+    from paperflow.core.config import study_names
+
+    # longest study name that prefixes the rule (study names may hold underscores: hydra_nav_train)
+    names = sorted(study_names(), key=len, reverse=True)
+
     def row(rule: str) -> dict[str, int]:
-        study = rule.split("_", 1)[0] if rule != "summary_all" else "summary"
+        study = "summary" if rule == "summary_all" else next(
+            (n for n in names if rule.startswith(n + "_")), rule.split("_", 1)[0])
         return out.setdefault(study, {"jobs": 0, "submissions": 0, "local": 0})
 
     in_group = group_open = False
