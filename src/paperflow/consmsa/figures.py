@@ -9,9 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from paperflow.consmsa.plan import REFERENCE
+from paperflow.consmsa.plan import CONTROLS, REFERENCE
 from paperflow.consmsa.report import per_seed
-from paperflow.consmsa.train import CONTROLS
 from paperflow.core.plotting import save_figure, subplots
 
 FIGURES = ("pruning_curve.png",)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+CONTROLS = ("random", "norm", "cls_attn", "relevance", "i2cs", "full")  # test-time pruning scores
 REFERENCE = "full_k1"  # (b) + (c) at keep = 1.0: the model the test-time pruning controls prune
 
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from paperflow.consmsa.plan import REFERENCE
+from paperflow.consmsa.plan import CONTROLS, REFERENCE
 from paperflow.core.report import Claim, write_summary
 from paperflow.core.stats import Estimate, fmt_mean_se, t_ci, two_level_bootstrap
-from paperflow.core.verdict import NOT_TESTABLE, Thresholds, Verdict, combine, judge
+from paperflow.core.verdict import NOT_HELD, NOT_TESTABLE, Thresholds, Verdict, combine, judge
 
 TABLE_METRICS = ("mae", "corr", "acc2_has0", "f1_has0", "acc2_non0", "acc7", "kept_precision", "auroc_conflict",
                  "auroc_redundant")
@@ -88,6 +88,18 @@ def _fmt(e: Estimate, unit: str = "test utterances") -> str:
     return e.fmt(3, unit)
 
 
+def equivalence(parts: Sequence[Verdict]) -> Verdict:
+    """Both one-sided judgements of an equivalence claim: held only if both held, did not hold if either
+    did not hold (never "partly": being inside a band on one side only is outside the band)."""
+    outs = [p.outcome for p in parts]
+    reason = "; ".join(dict.fromkeys(p.reason for p in parts))
+    if NOT_TESTABLE in outs:
+        return Verdict(NOT_TESTABLE, reason)
+    if NOT_HELD in outs:
+        return Verdict(NOT_HELD, reason)
+    return combine(parts)
+
+
 def _missing(seeds: int, c: Mapping[str, Any]) -> str | None:
     if seeds == 0:
         return "the variant or control this claim compares was not run (config)"
@@ -147,7 +159,7 @@ def _auroc_claim(metrics: Mapping[str, Any], cc: Mapping[str, Any], key: str, me
                  judge(Estimate(0.5 + b - est.value, *(None if est.hi is None else 0.5 + b - est.hi,
                                                        None if est.lo is None else 0.5 + b - est.lo), n=est.n),
                        rule, what=f"(0.5 + {b}) − AUROC")]
-        v = parts[0] if parts[0].outcome == NOT_TESTABLE else combine(parts)
+        v = equivalence(parts)
     else:
         v = judge(est, Thresholds(float(c["threshold"]), "greater", int(c["min_seeds"])), what="AUROC")
     return Claim.judged(text, f"AUROC {_fmt(est, 'seeds')}", v, sample=f"{est.n} seed(s), pooled test tokens",
@@ -176,7 +188,7 @@ def claim_cons_little(metrics: Mapping[str, Any], cc: Mapping[str, Any]) -> Clai
                                   None if e.hi is None else (k * (e.hi if k > 0 else e.lo) + m), n=e.n)
     parts = [judge(shift(est, 1), rule, untestable=miss, what=f"ΔMAE + {m}"),
              judge(shift(est, -1), rule, untestable=miss, what=f"{m} − ΔMAE")]
-    v = parts[0] if parts[0].outcome == NOT_TESTABLE else combine(parts)
+    v = equivalence(parts)
     return Claim.judged(f"L_cons alone changes little: |MAE(b) − MAE(a)| < {m}", f"ΔMAE {_fmt(est)}; "
                         f"MAE {ma:.3f} (b) vs {mb:.3f} (a)", v, sample=f"{n_s} seed(s) × {est.n} utterances",
                         source="spec")
@@ -220,8 +232,6 @@ def control_table(metrics: Mapping[str, Any]) -> str:
     if not first:
         return "(controls disabled)"
     keeps = sorted({k.split("@")[1] for k in first}, key=float, reverse=True)
-    from paperflow.consmsa.train import CONTROLS
-
     scorers = [c for c in CONTROLS if any(k.startswith(f"{c}@") for k in first)]
     lines = ["| score | " + " | ".join(f"MAE @ {k} | kept prec. @ {k}" for k in keeps) + " |",
              "|" + "---|" * (2 * len(keeps) + 1)]

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from paperflow.consmsa.data import LENGTH_KEYS, MODALITIES, ROLES
+from paperflow.consmsa.plan import CONTROLS
 from paperflow.consmsa.metrics import regression_metrics
 from paperflow.consmsa.model import (ConsMSA, Forward, ModelConfig, ScoreConfig, anchor_loss, auroc,
                                      consistency_loss)
@@ -18,7 +19,6 @@ from paperflow.core.checkpoint import has_checkpoint, load_training_state, save_
 from paperflow.core.seeding import seed_everything, stream
 
 log = logging.getLogger(__name__)
-CONTROLS = ("random", "norm", "cls_attn", "relevance", "i2cs", "full")
 
 
 def to_tensors(split: Mapping[str, np.ndarray]) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], torch.Tensor]:
