@@ -87,7 +87,7 @@ PD = dict(dim=6, seq_len={"text": 6, "audio": 8, "vision": 8}, n_train=48, n_val
           informative_frac=[0.2, 0.3], redundant_frac=[0.1, 0.2], conflict_prob=0.3, conflict_tokens=[1, 1],
           informative_noise=0.3, redundant_noise=0.1, neutral_scale=1.5, seed=0)
 TP = dict(variant="full_k0.5", cons=True, reweight=True, keep=0.5, combine="product", relevance="bin_mass",
-          summary="mean", d_model=8, n_heads=2, enc_layers=1, fusion_layers=1, n_bins=7, lr=0.01,
+          summary="mean", source="encoded", d_model=8, n_heads=2, enc_layers=1, fusion_layers=1, n_bins=7, lr=0.01,
           weight_decay=0.0, batch_size=16, epochs=3, grad_clip=1.0, tau=0.1, lambda_c=0.1, lambda_u=0.5,
           ckpt_every=1, metric_kind="mosi", controls=False, control_keeps=[])
 
@@ -108,3 +108,17 @@ def test_the_loss_decreases():
     data, _ = generate(PD, 0)
     _, hist = train_variant({**TP, "epochs": 6}, data["train"], 0)
     assert hist[-1]["l1"] < hist[0]["l1"]
+
+
+def test_projected_source_scores_each_token_on_its_own():
+    """With source 'projected' a token's q depends on that token only; 'encoded' mixes the sequence."""
+    x = {"text": torch.randn(1, 6, 6), "audio": torch.randn(1, 8, 4), "vision": torch.randn(1, 5, 5)}
+    mask = {m: torch.ones(1, v.shape[1]) for m, v in x.items()}
+    y = {**x, "text": x["text"].clone()}
+    y["text"][0, 5] += 3.0  # change one other token
+    for source, same in (("projected", True), ("encoded", False)):
+        torch.manual_seed(0)
+        net = ConsMSA(ModelConfig(input_dims={"text": 6, "audio": 4, "vision": 5}, d_model=8,
+                                  score=ScoreConfig(source=source)))
+        a, b = net(x, mask).q["text"][0, 0], net(y, mask).q["text"][0, 0]
+        assert torch.allclose(a, b) is same

@@ -22,6 +22,7 @@ MODALITIES = ("text", "audio", "vision")
 COMBINES = ("product", "intra", "inter", "mean")
 RELEVANCES = ("bin_mass", "none")
 SUMMARIES = ("mean", "attention")
+SOURCES = ("encoded", "projected")
 LN2 = math.log(2.0)
 
 
@@ -50,6 +51,8 @@ class ScoreConfig:
     combine: str = "product"  # product | intra | inter | mean (½(intra + inter))
     relevance: str = "bin_mass"  # bin_mass: q_i[consensus bin] | none: s = I²CS
     summary: str = "mean"  # mean | attention (learned pooling of q over tokens)
+    source: str = "encoded"  # encoded: q from the unimodal encoder's output (spec) | projected: from the
+    #                          token's own linear projection, before the encoder mixes tokens
 
 
 def consistency(q: dict[str, Tensor], qbar: dict[str, Tensor], mask: dict[str, Tensor]
@@ -149,7 +152,13 @@ class ConsMSA(nn.Module):
         """x[m] [B, T_m, d_m], mask[m] [B, T_m]. `keep` < 1 prunes per modality by `prune_by` (default s)."""
         sc = self.cfg.score
         h = {m: self.enc[m](x[m], padding_mask=mask[m]).last_hidden for m in MODALITIES}
-        q = {m: F.softmax(self.head_s(self.phi[m](h[m])), -1) for m in MODALITIES}
+        if sc.source == "encoded":
+            src = h
+        elif sc.source == "projected":
+            src = {m: self.enc[m].embed_inputs(x[m]) for m in MODALITIES}
+        else:
+            raise ValueError(f"unknown source '{sc.source}' (one of {SOURCES})")
+        q = {m: F.softmax(self.head_s(self.phi[m](src[m])), -1) for m in MODALITIES}
         if sc.summary == "mean":
             qbar = {m: masked_mean(q[m], mask[m]) for m in MODALITIES}
         elif sc.summary == "attention":

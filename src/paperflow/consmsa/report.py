@@ -254,7 +254,7 @@ def body(metrics: Mapping[str, Any], cfg: Mapping[str, Any]) -> str:
         "real MSA\". A null result speaks about our formalisation, not the paper.\n\n" if syn else "")
     return (
         f"**Method status.** {RECON}. Score form `{cfg['score']['combine']}`, relevance "
-        f"`{cfg['score']['relevance']}`, summary `{cfg['score']['summary']}`, τ = {cfg['score']['tau']}, "
+        f"`{cfg['score']['relevance']}`, summary `{cfg['score']['summary']}`, q from `{cfg['score']['source']}` tokens, τ = {cfg['score']['tau']}, "
         f"λ_c = {cfg['loss']['lambda_c']}, λ_u = {cfg['loss']['lambda_u']} (the anchor loss is on in every "
         f"arm, including the baseline, so the arms differ only in L_cons / re-weighting / pruning).\n\n"
         f"{honesty}"

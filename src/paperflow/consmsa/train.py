@@ -34,7 +34,7 @@ def to_tensors(split: Mapping[str, np.ndarray]) -> tuple[dict[str, torch.Tensor]
 
 
 def build(p: Mapping[str, Any], input_dims: Mapping[str, int]) -> ConsMSA:
-    sc = ScoreConfig(combine=p["combine"], relevance=p["relevance"], summary=p["summary"])
+    sc = ScoreConfig(combine=p["combine"], relevance=p["relevance"], summary=p["summary"], source=p["source"])
     return ConsMSA(ModelConfig(input_dims=dict(input_dims), d_model=int(p["d_model"]), n_heads=int(p["n_heads"]),
                                enc_layers=int(p["enc_layers"]), fusion_layers=int(p["fusion_layers"]),
                                n_bins=int(p["n_bins"]), score=sc))
