@@ -26,7 +26,8 @@ def test_perfect_predictions_and_sims():
     m = regression_metrics(t, t)
     assert m["mae"] == 0 and m["acc7"] == 1 and m["f1_has0"] == 1
     s = sims_regression(np.array([-0.8, -0.05, 0.05, 0.9]), np.array([-0.9, 0.0, 0.2, 0.5]))
-    # 3 bins (-1,-0.1], (-0.1,0.1], (0.1,1]: p → [0,1,1,2], t → [0,1,2,2] → 3/4; 2 bins: p → [0,0,1,1], t → [0,0,1,1]
+    # 3 bins (-1,-0.1], (-0.1,0.1], (0.1,1]: p → [0,1,1,2], t → [0,1,2,2] → 3/4
+    # 2 bins: p → [0,0,1,1], t → [0,0,1,1]
     assert s["acc3"] == pytest.approx(0.75) and s["acc2"] == 1.0
     with pytest.raises(ValueError):
         regression_metrics(t, t, "mosei2")

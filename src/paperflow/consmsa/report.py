@@ -118,7 +118,8 @@ def claim_keep10(metrics: Mapping[str, Any], cc: Mapping[str, Any]) -> Claim:
     v = judge(est, _th(c), untestable=_missing(n_s, c), what=f"MAE({lo}) − MAE({REFERENCE})")
     return Claim.judged(f"Keeping {float(c['keep']):.0%} of tokens (I²CS pruning in training and test) gives "
                         f"accuracy comparable to 100% (MAE increase < {c['threshold']})",
-                        f"ΔMAE {_fmt(est)}; MAE {ma:.3f} vs {mb:.3f}", v, sample=f"{n_s} seed(s) × {est.n} utterances",
+                        f"ΔMAE {_fmt(est)}; MAE {ma:.3f} vs {mb:.3f}", v,
+                        sample=f"{n_s} seed(s) × {est.n} utterances",
                         paper=PAPER_KEEP)
 
 
@@ -184,8 +185,13 @@ def claim_cons_little(metrics: Mapping[str, Any], cc: Mapping[str, Any]) -> Clai
     m = float(c["margin"])
     rule = Thresholds(0.0, "greater", int(c["min_n"]))
     miss = _missing(n_s, c)
-    shift = lambda e, k: Estimate(k * e.value + m, None if e.lo is None else (k * (e.lo if k > 0 else e.hi) + m),  # noqa: E731
-                                  None if e.hi is None else (k * (e.hi if k > 0 else e.lo) + m), n=e.n)
+
+    def shift(e: Estimate, k: int) -> Estimate:  # k·ΔMAE + margin, CI bounds swapped when k < 0
+        if e.lo is None or e.hi is None:
+            return Estimate(k * e.value + m, n=e.n)
+        lo, hi = (e.lo, e.hi) if k > 0 else (e.hi, e.lo)
+        return Estimate(k * e.value + m, k * lo + m, k * hi + m, n=e.n)
+
     parts = [judge(shift(est, 1), rule, untestable=miss, what=f"ΔMAE + {m}"),
              judge(shift(est, -1), rule, untestable=miss, what=f"{m} − ΔMAE")]
     v = equivalence(parts)
@@ -254,7 +260,8 @@ def body(metrics: Mapping[str, Any], cfg: Mapping[str, Any]) -> str:
         "real MSA\". A null result speaks about our formalisation, not the paper.\n\n" if syn else "")
     return (
         f"**Method status.** {RECON}. Score form `{cfg['score']['combine']}`, relevance "
-        f"`{cfg['score']['relevance']}`, summary `{cfg['score']['summary']}`, q from `{cfg['score']['source']}` tokens, τ = {cfg['score']['tau']}, "
+        f"`{cfg['score']['relevance']}`, summary `{cfg['score']['summary']}`, "
+        f"q from `{cfg['score']['source']}` tokens, τ = {cfg['score']['tau']}, "
         f"λ_c = {cfg['loss']['lambda_c']}, λ_u = {cfg['loss']['lambda_u']} (the anchor loss is on in every "
         f"arm, including the baseline, so the arms differ only in L_cons / re-weighting / pruning).\n\n"
         f"{honesty}"

@@ -21,7 +21,10 @@ from paperflow.core.seeding import seed_everything, stream
 log = logging.getLogger(__name__)
 
 
-def to_tensors(split: Mapping[str, np.ndarray]) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], torch.Tensor]:
+Tensors = dict[str, torch.Tensor]
+
+
+def to_tensors(split: Mapping[str, np.ndarray]) -> tuple[Tensors, Tensors, torch.Tensor]:
     """Features, masks (1 = real token; text is taken as full length) and labels of one split."""
     x = {m: torch.from_numpy(np.ascontiguousarray(split[m])) for m in MODALITIES}
     mask = {}
