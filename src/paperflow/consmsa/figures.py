@@ -44,6 +44,9 @@ def pruning_curve(metrics: Mapping[str, Any], path: Path) -> None:
                     xs_c = keeps
                 _errbar(ax, xs_c, ys, f"test-time: {sname}", ls="--", lw=1)
         ax.set_xscale("log")
+        ticks = sorted({1.0, *(float(v[len("full_k"):]) for v, _ in trained)}, reverse=True)
+        ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+        ax.minorticks_off()
         ax.set_xlabel("keep ratio ρ (per modality)")
         ax.set_ylabel({"mae": "test MAE", "kept_precision": "kept-token precision"}[key])
         ax.invert_xaxis()
