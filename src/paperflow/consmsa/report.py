@@ -261,6 +261,8 @@ def reading(metrics: Mapping[str, Any]) -> str:
     if not keeps:
         return ""
     k = f"{keeps[0]:g}"
+    if any(f"{c}@{k}" not in ctl for c in ("full", "random", "i2cs")):
+        return ""
     vals = {c: [x for x in per_seed(metrics, REFERENCE, "kept_precision", control=f"{c}@{k}") if x == x]
             for c in ("full", "random", "i2cs")}
     if not all(vals.values()):
