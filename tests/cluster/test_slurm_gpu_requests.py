@@ -194,6 +194,7 @@ PAPER_GPU_STAGES = {
     "fmri": ["pretrain"],
     "robopolicy": ["lam_pretrain", "train"],
     "docloc": ["train"],
+    "consmsa": ["train"],
     "mpdpac": ["train", "decode"],
     "expalign": ["train", "evaluate"],
     "piaa": ["train", "evaluate"],

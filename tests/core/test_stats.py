@@ -57,3 +57,15 @@ def test_linear_fit_slope_r2_monotone():
     assert not g.monotone and g.r2 < 0.5 and g.lo < g.slope < g.hi
     with pytest.raises(ValueError):
         linear_fit([1, 1], [2, 3])
+
+
+def test_two_level_bootstrap_covers_the_mean_and_widens_with_seed_spread():
+    from paperflow.core.stats import two_level_bootstrap
+
+    rng = np.random.default_rng(0)
+    items = rng.normal(0.0, 1.0, 300)
+    same = two_level_bootstrap(np.stack([items, items, items]) + 1.0, n_boot=500)
+    assert same.lo < 1.0 < same.hi and same.n == 300
+    spread = two_level_bootstrap(np.stack([items - 2, items, items + 2]) + 1.0, n_boot=500)
+    assert (spread.hi - spread.lo) > 2 * (same.hi - same.lo)
+    assert not two_level_bootstrap(np.ones((3, 1))).has_ci

@@ -89,6 +89,24 @@ def bootstrap_ci(x: Sequence[float] | np.ndarray, stat: Callable[[np.ndarray], f
                     float(boots.std(ddof=1)))
 
 
+def two_level_bootstrap(x: Sequence[Sequence[float]] | np.ndarray, n_boot: int = 2000, level: float = 0.95,
+                        seed: int = 0) -> Estimate:
+    """Mean of a (seeds, items) matrix with a percentile CI that resamples seeds, then items (paired
+    designs: every seed evaluated on the same items). n = the number of items; one item: no CI."""
+    a = np.asarray(x, dtype=float)
+    if a.ndim != 2:
+        raise ValueError(f"two_level_bootstrap needs a (seeds, items) matrix, got shape {a.shape}")
+    S, Q = a.shape
+    val = float(a.mean())
+    if Q < 2 or S < 1:
+        return Estimate(val, None, None, Q)
+    rng = np.random.default_rng(seed)
+    rows = a[rng.integers(0, S, (n_boot, S))].mean(axis=1)  # (n_boot, Q): seed-resampled mean per item
+    boots = np.take_along_axis(rows, rng.integers(0, Q, (n_boot, Q)), axis=1).mean(axis=1)
+    q = (1 - level) / 2
+    return Estimate(val, float(np.quantile(boots, q)), float(np.quantile(boots, 1 - q)), Q, float(boots.std(ddof=1)))
+
+
 def wilson(k: int, n: int, level: float = 0.95) -> Estimate:
     """Success rate k/n with the Wilson score interval."""
     from scipy import stats
