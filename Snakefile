@@ -26,6 +26,7 @@ include: "rules/docloc.smk"
 include: "rules/mpdpac.smk"
 include: "rules/expalign.smk"
 include: "rules/piaa.smk"
+include: "rules/hyper_icl.smk"
 include: "rules/report.smk"
 
 mark_local_rules()  # reports, summaries, figures: run by the head job on a cluster (rules/common.smk)
