@@ -89,7 +89,7 @@ def claims(m: Mapping[str, Any], cfg: Mapping[str, Any]) -> list[Claim]:
     c = cfg["claims"]
     targets = list(m["targets"])
     n_seeds = len(next(iter(next(iter(m["targets"].values()))["arms"].values()))["seeds"]) if targets else 0
-    sample = f"{n_seeds} seeds (paired), {m.get('n_test', '?')} test queries per target"
+    sample = f"{n_seeds} seed(s), paired, {m.get('n_test', '?')} test queries per target"
     out: list[Claim] = []
 
     def pair_claim(text: str, name: str, a: str, b: str, tg: Sequence[str], floor_arm: str | None = None,
@@ -181,7 +181,7 @@ def accuracy_figure(m: Mapping[str, Any], out: str | Path) -> None:
 
     targets = list(m["targets"])
     fig, axes = subplots(1, len(targets), w=6.0, h=3.6)
-    axes = np.atleast_1d(axes)
+    axes = np.asarray(axes).ravel()
     for ax, t in zip(axes, targets):
         arms = [a for a in LABELS if a in m["targets"][t]["arms"]]
         est = [t_ci(list(seed_values(m, t, a).values())) for a in arms]
@@ -216,7 +216,7 @@ T1 it cannot know π* for colours absent from its demos, and the base model was 
 conditional rule. At d = 64 the hyperbolic − Euclidean difference is expected to be ≈ 0: "null" means the 95% CI
 over seeds covers 0.
 
-## Arms (test accuracy, {len(m['base'])} seeds; parameter counts of the trainable modules)
+## Arms (test accuracy, {len(m["base"])} seed(s); parameter counts of the trainable modules)
 
 {param_table(m, float(cfg['report']['max_param_ratio']))}
 
