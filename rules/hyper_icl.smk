@@ -1,6 +1,6 @@
 # hyper_icl: Hyper-ICL (spec vision_language_b §5; a reconstruction from the abstract).
-# data (episodes of the tiny attribute world) -> base (small transformer, once per seed) -> arms (target x seed
-# x group of arms: train student modules, evaluate) -> aggregate -> figures, summary.
+# data (episodes of the tiny attribute world) -> base (small transformer, once per seed) -> arms (seed x group
+# of arms, every target task: train student modules, evaluate) -> aggregate -> figures, summary.
 # Stage functions: src/paperflow/hyper_icl/stages.py; parameters: config["hyper_icl"].
 import os
 
@@ -13,10 +13,6 @@ HYPER_ICL_MODELS = f"{config['models_dir']}/hyper_icl"
 if "hyper_icl" in ENABLED:
     STUDY_TARGETS["hyper_icl"] = [f"{HYPER_ICL_RES}/summary.md", f"{HYPER_ICL_RES}/figures/accuracy_by_arm.png"]
     STUDY_SUMMARIES["hyper_icl"] = f"{HYPER_ICL_RES}/summary.md"
-
-
-wildcard_constraints:
-    htarget=r"T[12]",
 
 
 rule hyper_icl_data:
@@ -67,13 +63,13 @@ rule hyper_icl_arms:
         data=HYPER_ICL_DATA,
         weights=f"{HYPER_ICL_MODELS}/s{{seed}}/base.safetensors",
     output:
-        f"{HYPER_ICL_RES}/arms/{{htarget}}/s{{seed}}/c{{chunk}}.json",
+        f"{HYPER_ICL_RES}/arms/s{{seed}}/c{{chunk}}.json",
     params:
-        p=lambda w: as_json(hyper_icl_plan.arms_params(config["hyper_icl"], w.htarget, int(w.seed), int(w.chunk))),
+        p=lambda w: as_json(hyper_icl_plan.arms_params(config["hyper_icl"], int(w.seed), int(w.chunk))),
     log:
-        "logs/hyper_icl/arms/{htarget}_s{seed}_c{chunk}.log",
+        "logs/hyper_icl/arms/s{seed}_c{chunk}.log",
     benchmark:
-        "benchmarks/hyper_icl/arms/{htarget}_s{seed}_c{chunk}.tsv"
+        "benchmarks/hyper_icl/arms/s{seed}_c{chunk}.tsv"
     threads: 1
     resources:
         **stage_resources("hyper_icl", "arms", mem_mb=2000, runtime=30),
@@ -87,7 +83,7 @@ rule hyper_icl_arms:
 
 rule hyper_icl_aggregate:
     input:
-        jobs=lambda w: [f"{HYPER_ICL_RES}/arms/{t}/s{s}/c{c}.json" for t, s, c in hyper_icl_plan.arm_jobs(config["hyper_icl"])],
+        jobs=lambda w: [f"{HYPER_ICL_RES}/arms/s{s}/c{c}.json" for s, c in hyper_icl_plan.arm_jobs(config["hyper_icl"])],
         bases=lambda w: [f"{HYPER_ICL_RES}/base/s{s}.json" for s in hyper_icl_plan.seeds(config["hyper_icl"])],
     output:
         f"{HYPER_ICL_RES}/metrics.json",

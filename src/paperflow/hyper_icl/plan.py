@@ -20,9 +20,9 @@ def chunks(cfg: Mapping[str, Any]) -> list[list[str]]:
     return [arms[i:i + n] for i in range(0, len(arms), n)]
 
 
-def arm_jobs(cfg: Mapping[str, Any]) -> list[tuple[str, int, int]]:
-    """(target, seed, chunk index) of every arms job."""
-    return [(t, s, c) for t in cfg["targets"] for s in seeds(cfg) for c in range(len(chunks(cfg)))]
+def arm_jobs(cfg: Mapping[str, Any]) -> list[tuple[int, int]]:
+    """(seed, chunk index) of every arms job; a job runs its arms on every target task (one start-up)."""
+    return [(s, c) for s in seeds(cfg) for c in range(len(chunks(cfg)))]
 
 
 def data_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -34,8 +34,8 @@ def base_params(cfg: Mapping[str, Any], seed: int) -> dict[str, Any]:
     return {"seed": int(seed), "backend": cfg["backend"], **dict(cfg["model"]), **dict(cfg["base"])}
 
 
-def arms_params(cfg: Mapping[str, Any], target: str, seed: int, chunk: int) -> dict[str, Any]:
-    """Everything one arms job (one target, one seed, one group of arms) depends on."""
-    return {"target": target, "seed": int(seed), "chunk": int(chunk), "arms": chunks(cfg)[int(chunk)],
+def arms_params(cfg: Mapping[str, Any], seed: int, chunk: int) -> dict[str, Any]:
+    """Everything one arms job (one seed, one group of arms, every target task) depends on."""
+    return {"targets": list(cfg["targets"]), "seed": int(seed), "chunk": int(chunk), "arms": chunks(cfg)[int(chunk)],
             "backend": cfg["backend"], "warm_colours": list(cfg["data"]["warm_colours"]), **dict(cfg["model"]),
             **dict(cfg["adapter"])}

@@ -25,12 +25,13 @@ SEED_KEYS = ("acc", "val_acc", "correct", "demo_std", "demo_std_by_construction"
 def aggregate_runs(jobs: Sequence[Mapping[str, Any]], bases: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {"targets": {}, "base": {}, "chance": {}, "n_test": 0}
     for j in jobs:
-        p = j["params"]
-        out["chance"][p["target"]] = float(j["chance"])
-        out["n_test"] = int(len(j["qid"]))
-        tgt = out["targets"].setdefault(p["target"], {"arms": {}})
-        for arm, r in j["arms"].items():
-            tgt["arms"].setdefault(arm, {"seeds": {}})["seeds"][str(p["seed"])] = {k: r[k] for k in SEED_KEYS}
+        seed = str(j["params"]["seed"])
+        for t, jt in j["targets"].items():
+            out["chance"][t] = float(jt["chance"])
+            out["n_test"] = int(len(jt["qid"]))
+            tgt = out["targets"].setdefault(t, {"arms": {}})
+            for arm, r in jt["arms"].items():
+                tgt["arms"].setdefault(arm, {"seeds": {}})["seeds"][seed] = {k: r[k] for k in SEED_KEYS}
     for b in bases:
         out["base"][str(b["params"]["seed"])] = b["icl_curve"]
     return out

@@ -2,7 +2,7 @@
 
 Stages (spec vision_language_b §5; everything beyond the abstract is a reconstruction):
 data (episodes of the tiny attribute world) → base (the shared small transformer, pre-trained once per seed)
-→ arms (per target task × seed × group of arms: train the student modules, evaluate) → aggregate →
+→ arms (per seed × group of arms, on every target task: train the student modules, evaluate) → aggregate →
 figures, summary.
 """
 
@@ -86,7 +86,7 @@ def base(params: BaseParams, *, data: Path, weights: Path, out: Path, ckpt: Path
 
 
 class ArmsParams(TypedDict):
-    target: str
+    targets: list[str]
     seed: int
     chunk: int
     arms: list[str]
@@ -116,7 +116,7 @@ class ArmsParams(TypedDict):
 
 @stage(plan=plan.arms_params)
 def arms(params: ArmsParams, *, data: Path, weights: Path, out: Path) -> dict[str, Any]:
-    """Train and evaluate one group of arms on one target task with one seed's base model."""
+    """Train and evaluate one group of arms on every target task with one seed's base model."""
     if params["backend"] != "tiny":
         raise NotImplementedError(VLM_MSG)
     import numpy as np
@@ -127,20 +127,24 @@ def arms(params: ArmsParams, *, data: Path, weights: Path, out: Path) -> dict[st
     from paperflow.hyper_icl.model import build_base
     from paperflow.hyper_icl.train import run_arms
 
-    t, seed = params["target"], int(params["seed"])
-    splits = {s: load_split(data, f"{t}_{s}") for s in ("train", "val", "test")}
+    seed = int(params["seed"])
+    targets = list(params["targets"])
+    splits = {t: {s: load_split(data, f"{t}_{s}") for s in ("train", "val", "test")} for t in targets}
     torch.set_grad_enabled(True)
     with Stage("hyper_icl.arms", config=params, outputs=[out], seed=seed,
-               inputs=[weights] + [data / f"{t}_{s}.npz" for s in ("train", "val", "test")]) as st:
-        net = build_base(splits["train"]["vis"].shape[-1], params)
+               inputs=[weights] + [data / f"{t}_{s}.npz" for t in targets for s in ("train", "val", "test")]) as st:
+        net = build_base(splits[targets[0]]["train"]["vis"].shape[-1], params)
         load_weights(weights, net)
         for prm in net.parameters():
             prm.requires_grad_(False)
-        res = run_arms(list(params["arms"]), net, params, splits, t, list(params["warm_colours"]), seed)
-        y = splits["test"]["label"]
-        write_json(out, {"params": dict(params), "arms": res, "qid": list(range(len(y))),
-                         "chance": float(np.bincount(y).max() / len(y))})
-        st.metrics = {a: r["acc"] for a, r in res.items()}
+        result: dict[str, Any] = {"params": dict(params), "targets": {}}
+        for t in targets:
+            res = run_arms(list(params["arms"]), net, params, splits[t], t, list(params["warm_colours"]), seed)
+            y = splits[t]["test"]["label"]
+            result["targets"][t] = {"arms": res, "qid": list(range(len(y))),
+                                    "chance": float(np.bincount(y).max() / len(y))}
+            st.metrics[t] = {a: r["acc"] for a, r in res.items()}
+        write_json(out, result)
     return st.metrics
 
 
