@@ -197,6 +197,7 @@ PAPER_GPU_STAGES = {
     "mpdpac": ["train", "decode"],
     "expalign": ["train", "evaluate"],
     "piaa": ["train", "evaluate"],
+    "hyper_icl": ["base", "arms"],
 }
 
 
