@@ -200,6 +200,7 @@ PAPER_GPU_STAGES = {
     "piaa": ["train", "evaluate"],
     "hydra_nav": [],  # numpy gridworld: no GPU stage at paper scale either (the habitat-sim VLM runner is not implemented)
     "mi_gate": ["gate", "train"],
+    "hyper_icl": ["base", "arms"],
 }
 
 
