@@ -74,6 +74,12 @@ def test_verdict_teacher_at_chance_is_not_testable():
     assert verdict(m, "Hyper-ICL (h) improves accuracy over vanilla ICL") == "not testable at this scale"
 
 
+def test_verdict_teacher_below_chance_is_not_testable():
+    # a teacher well below the majority-class rate (the tiny default's T1: 0.143 vs 0.198) is no baseline
+    m = metrics({**GOOD, "teacher": [0.12, 0.14, 0.13]}, chance=0.2)
+    assert verdict(m, "Hyper-ICL (h) improves accuracy over vanilla ICL") == "not testable at this scale"
+
+
 def test_verdict_hyperbolic_null_when_ci_covers_zero():
     m = metrics({**GOOD, "gated_euclid": [0.8, 0.84, 0.80]})
     cl = [c for c in claims(m, default_section()) if c.claim.startswith("Lorentz")][0]

@@ -80,8 +80,8 @@ def _judge_pair(m: Mapping[str, Any], cfg: Mapping[str, Any], target: str, a: st
     if floor_arm is not None:
         base = np.mean(list(seed_values(m, target, floor_arm).values()))
         floor = float(m["chance"][target])
-        if abs(base - floor) <= float(cfg.get("floor_margin", 0.0)):
-            untestable = (f"{target}: {floor_arm} accuracy {base:.3f} is at chance ({floor:.3f}, margin "
+        if base <= floor + float(cfg.get("floor_margin", 0.0)):  # at or below chance: no baseline to beat
+            untestable = (f"{target}: {floor_arm} accuracy {base:.3f} is at or below chance ({floor:.3f}, margin "
                           f"{cfg.get('floor_margin')}): nothing to compare with")
     return judge(est, rule, untestable=untestable, what=f"{target} {a} − {b}"), est
 

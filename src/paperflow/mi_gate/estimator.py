@@ -4,7 +4,7 @@ Per sample (LSMI, as adapted by the authors): classifiers q_V(y|x_V), q_T(y|x_T)
 i_k = log q_k(y|x_k) − log p(y) (uniform p(y)); density models give h_V = −log p̂(x_V), h_T = −log p̂(x_T);
   r = min(h_V, h_T) − min(h_V − i_V, h_T − i_T),  u_V = i_V − r,  u_T = i_T − r,  s = i_VT − r − u_V − u_T,
 then the mean adjustment (:func:`adjust`). Our [choice]s: the density is a diagonal Gaussian mixture on
-standardised PCA features (KNIFE-like; written here in numpy), and scores are cross-fitted (no model
+whitened PCA features (KNIFE-like; scikit-learn's `PCA` and `GaussianMixture`), and scores are cross-fitted (no model
 scores a sample it was trained on).
 """
 
@@ -22,69 +22,23 @@ TERMS = ("r", "u_v", "u_t", "s")
 
 # ---- density (entropy) model --------------------------------------------------------------------------
 
-class PCA:
-    """Centred PCA to `k` components, standardised (unit variance per component)."""
+def fit_density(x: np.ndarray, p: Mapping[str, Any], seed: int) -> Any:
+    """−log p̂(x) model: whitened PCA to `pca_dim` components, then a diagonal Gaussian mixture (scikit-learn,
+    k-means++ initialisation, `reg_covar` added to every variance). Returns a fitted `Pipeline`."""
+    from sklearn.decomposition import PCA
+    from sklearn.mixture import GaussianMixture
+    from sklearn.pipeline import make_pipeline
 
-    def __init__(self, k: int):
-        self.k = k
-
-    def fit(self, x: np.ndarray) -> "PCA":
-        x = np.asarray(x, np.float64)
-        self.mean = x.mean(0)
-        _, s, vt = np.linalg.svd(x - self.mean, full_matrices=False)
-        k = min(self.k, vt.shape[0])
-        self.comp = vt[:k].T
-        sd = s[:k] / np.sqrt(max(len(x) - 1, 1))
-        self.scale = np.where(sd > 1e-8, sd, 1.0)
-        return self
-
-    def transform(self, x: np.ndarray) -> np.ndarray:
-        return ((np.asarray(x, np.float64) - self.mean) @ self.comp) / self.scale
+    x = np.asarray(x, np.float64)
+    k = max(1, min(int(p["pca_dim"]), x.shape[1], len(x) - 1))
+    gmm = GaussianMixture(n_components=min(int(p["gmm_components"]), len(x)), covariance_type="diag",
+                          max_iter=int(p["gmm_iters"]), reg_covar=float(p["reg_covar"]), init_params="k-means++",
+                          random_state=int(stream(seed, "gmm").integers(2**31 - 1)))
+    return make_pipeline(PCA(k, whiten=True, random_state=0), gmm).fit(x)
 
 
-def _logsumexp(a: np.ndarray, axis: int) -> np.ndarray:
-    m = a.max(axis=axis, keepdims=True)
-    return (m + np.log(np.exp(a - m).sum(axis=axis, keepdims=True))).squeeze(axis)
-
-
-class DiagGMM:
-    """Diagonal Gaussian mixture fitted by EM (k-means++-style seeding); `neg_log_density` = −log p̂(x)."""
-
-    def __init__(self, k: int, iters: int, reg: float, seed: int):
-        self.k, self.iters, self.reg, self.seed = k, iters, reg, seed
-
-    def _log_joint(self, x: np.ndarray) -> np.ndarray:
-        d = x.shape[1]
-        diff = x[:, None, :] - self.mu[None]
-        ll = -0.5 * ((diff ** 2) / self.var[None]).sum(-1) - 0.5 * np.log(self.var).sum(-1)[None] \
-            - 0.5 * d * np.log(2 * np.pi)
-        return ll + np.log(self.w)[None]
-
-    def fit(self, x: np.ndarray) -> "DiagGMM":
-        x = np.asarray(x, np.float64)
-        n = len(x)
-        k = min(self.k, n)
-        rng = stream(self.seed, "gmm")
-        centres = [x[rng.integers(n)]]
-        for _ in range(1, k):
-            d2 = np.min(((x[:, None, :] - np.array(centres)[None]) ** 2).sum(-1), axis=1)
-            p = d2 / d2.sum() if d2.sum() > 0 else np.full(n, 1 / n)
-            centres.append(x[rng.choice(n, p=p)])
-        self.mu = np.array(centres)
-        self.var = np.tile(x.var(0) + self.reg, (k, 1))
-        self.w = np.full(k, 1.0 / k)
-        for _ in range(self.iters):
-            lj = self._log_joint(x)
-            resp = np.exp(lj - _logsumexp(lj, 1)[:, None])
-            nk = resp.sum(0) + 1e-10
-            self.w = nk / n
-            self.mu = (resp.T @ x) / nk[:, None]
-            self.var = (resp.T @ (x ** 2)) / nk[:, None] - self.mu ** 2 + self.reg
-            self.var = np.maximum(self.var, self.reg)
-        return self
-
-    def neg_log_density(self, x: np.ndarray) -> np.ndarray:
-        return -_logsumexp(self._log_joint(np.asarray(x, np.float64)), 1)
+def neg_log_density(model: Any, x: np.ndarray) -> np.ndarray:
+    return -model.score_samples(np.asarray(x, np.float64))
 
 
 # ---- classifiers ---------------------------------------------------------------------------------------
@@ -211,10 +165,8 @@ def lsmi_crossfit(xv: np.ndarray, xt: np.ndarray, y: np.ndarray, p: Mapping[str,
         iv, it, ivt = pointwise_info(models, xv[score], xt[score], y[score])
         pieces["i_v"][score], pieces["i_t"][score], pieces["i_vt"][score] = iv, it, ivt
         for name, x in (("h_v", xv), ("h_t", xt)):
-            pca = PCA(int(p["pca_dim"])).fit(x[fit])
-            gmm = DiagGMM(int(p["gmm_components"]), int(p["gmm_iters"]), float(p["reg_covar"]),
-                          seed * 1000 + f).fit(pca.transform(x[fit]))
-            pieces[name][score] = gmm.neg_log_density(pca.transform(x[score]))
+            dens = fit_density(x[fit], p, seed * 1000 + f)
+            pieces[name][score] = neg_log_density(dens, x[score])
     raw = decompose(pieces["i_v"], pieces["i_t"], pieces["i_vt"], pieces["h_v"], pieces["h_t"])
     adj, delta = adjust(raw)
     return {"scores": adj, "raw_means": means(raw), "pieces": pieces, "delta": delta}

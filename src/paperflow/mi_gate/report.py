@@ -387,7 +387,7 @@ def honesty(gate: Mapping[str, Any], cs: Sequence[Claim]) -> str:
   may not change even when the per-sample dominance does. Both are reported (δ above; shares in the table).
 - **A caption made from a corrupted image is itself corrupted** (T1 captions of corrupted test images), so
   under heavy corruption T1 need not help; T0 (no caption at test) is reported beside T1.
-- Entropies come from a 16-component diagonal Gaussian mixture on 16 standardised PCA dimensions (KNIFE-like);
+- Entropies come from a 16-component diagonal Gaussian mixture on 16 whitened PCA dimensions (KNIFE-like; scikit-learn);
   report trends of R/U, not bits. Per-sample scores are cross-fitted (2 folds), which departs from the code.
 - VIE and consistency are [recon] definitions (P(wrong corrupted | right clean); P(same prediction)); the
   late-fusion MLP stands in for the LoRA-SFT'd VLM; "verdicts" are about this tiny world only."""
