@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from paperflow.core.report import Claim, write_summary
-from paperflow.core.stats import Estimate, fmt_mean_se
+from paperflow.core.stats import Estimate, fmt_mean_se, two_level_bootstrap
 from paperflow.core.verdict import HELD, INCONCLUSIVE, NOT_HELD, NOT_TESTABLE, Thresholds, Verdict, combine, judge
 
 METRICS = ("acc50", "iou", "mass", "em", "anls")
@@ -59,22 +59,6 @@ def _matrix(metrics: Mapping[str, Any], variant: str, split: str, metric: str, s
     return np.array([metrics["runs"][variant]["seeds"][s]["splits"][split][metric] for s in seeds], float)
 
 
-def two_level_bootstrap(diff: np.ndarray, n_boot: int, seed: int, level: float = 0.95) -> Estimate:
-    """Mean of a (seeds, questions) matrix with a percentile CI resampling seeds, then questions.
-    n = the number of questions (one seed: questions only)."""
-    S, Q = diff.shape
-    val = float(diff.mean())
-    if Q < 2:
-        return Estimate(val, None, None, Q)
-    rng = np.random.default_rng(seed)
-    s_idx = rng.integers(0, S, (n_boot, S))
-    q_idx = rng.integers(0, Q, (n_boot, Q))
-    rows = diff[s_idx].mean(axis=1)  # (n_boot, Q): each draw's seed-resampled mean per question
-    boots = np.take_along_axis(rows, q_idx, axis=1).mean(axis=1)
-    a = (1 - level) / 2
-    return Estimate(val, float(np.quantile(boots, a)), float(np.quantile(boots, 1 - a)), Q, float(boots.std(ddof=1)))
-
-
 def paired_effect(metrics: Mapping[str, Any], a: str, b: str, split: str, metric: str,
                   boot: Mapping[str, Any]) -> tuple[Estimate, int]:
     """a − b on `split`/`metric`, paired by seed and question; (estimate, number of shared seeds)."""
@@ -87,7 +71,7 @@ def paired_effect(metrics: Mapping[str, Any], a: str, b: str, split: str, metric
     if any(x != qa[0] for x in qa + qb):
         raise ValueError(f"{a} and {b} were evaluated on different {split} questions")
     d = _matrix(metrics, a, split, metric, seeds) - _matrix(metrics, b, split, metric, seeds)
-    return two_level_bootstrap(d, int(boot["n_boot"]), int(boot["seed"])), len(seeds)
+    return two_level_bootstrap(d, int(boot["n_boot"]), seed=int(boot["seed"])), len(seeds)
 
 
 def jko_arm(metrics: Mapping[str, Any]) -> str | None:
@@ -157,7 +141,7 @@ def claim_coarse_to_fine(metrics: Mapping[str, Any], ccfg: Mapping[str, Any]) ->
     seeds = sorted(metrics["runs"][a]["seeds"], key=int)
     last = _matrix(metrics, a, "test_ood", "iou", seeds)
     d = last - _matrix(metrics, a, "test_ood", "iou_first", seeds)
-    eff = two_level_bootstrap(d, int(ccfg["bootstrap"]["n_boot"]), int(ccfg["bootstrap"]["seed"]))
+    eff = two_level_bootstrap(d, int(ccfg["bootstrap"]["n_boot"]), seed=int(ccfg["bootstrap"]["seed"]))
     curves = [metrics["runs"][a]["seeds"][s]["splits"]["test_ood"]["iou_stages"] for s in seeds]
     untestable = None
     if len(seeds) < int(c["min_seeds"]):
@@ -224,7 +208,7 @@ def claims_mechanics(mech: Mapping[str, Any] | None, ccfg: Mapping[str, Any]) ->
                 parts.append(Verdict(NOT_TESTABLE, f"{key} not in the mechanics grid"))
                 continue
             d = np.asarray(res[key], float) - np.asarray(res[ctrl], float)
-            eff = two_level_bootstrap(d[None, :], int(ccfg["bootstrap"]["n_boot"]), int(ccfg["bootstrap"]["seed"]))
+            eff = two_level_bootstrap(d[None, :], int(ccfg["bootstrap"]["n_boot"]), seed=int(ccfg["bootstrap"]["seed"]))
             acc_c = float(np.mean(res[ctrl]))
             unt = (f"{ctrl} at ceiling ({acc_c:.2f}) at off={off}" if acc_c >= 1.0 - float(c["ceiling_margin"])
                    else None)
