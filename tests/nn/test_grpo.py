@@ -93,3 +93,9 @@ def test_trl_grpo_runs_on_a_tiny_llama(tmp_path) -> None:
     assert seen and all(n == 8 for n in seen)  # G completions for each of the step's prompts
     changed = any(not torch.equal(before[n], p) for n, p in model.named_parameters())
     assert changed
+    # the Trainer's process-global accelerate state is reset: a later stage in this process can
+    # build its own Accelerator with other settings (CI once failed on exactly this)
+    from accelerate import Accelerator
+
+    assert Accelerator(cpu=True, mixed_precision="no").mixed_precision == "no"
+    trl_grpo.reset_accelerate_state()

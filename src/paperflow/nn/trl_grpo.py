@@ -93,6 +93,8 @@ def make_trainer(
         temperature=settings.temperature,
         seed=settings.seed,
         use_cpu=settings.use_cpu,
+        # TRL defaults bf16=True; on CPU that sets a process-global bf16 AcceleratorState
+        bf16=not settings.use_cpu,
         logging_steps=settings.logging_steps,
         report_to=[],
         save_strategy="no",
@@ -117,5 +119,19 @@ def train(
 ) -> list[dict[str, float]]:
     """Run GRPO and return TRL's per-step log (reward mean/std, KL, clip ratios, completion lengths)."""
     trainer = make_trainer(model, tokenizer, rows, reward_fns, settings, output_dir)
-    trainer.train()
+    try:
+        trainer.train()
+    finally:
+        reset_accelerate_state()
     return [dict(h) for h in trainer.state.log_history if "reward" in h]
+
+
+def reset_accelerate_state() -> None:
+    """Forget accelerate's process-global state, which the Trainer sets (device, mixed precision).
+
+    Without this, a later `Accelerator(mixed_precision=...)` in the same process (another stage
+    run in-process, or the next test) refuses to start with different settings.
+    """
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
