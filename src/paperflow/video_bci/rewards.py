@@ -7,6 +7,7 @@ Shapes: a sample is an answer a* (int) and a trace τ* (0/1 over T frames); prio
 - PTS = max_{j: a_j = y} sim(τ*, τ_j) − max_{j: a_j ≠ y} sim(τ*, τ_j) when both sets are non-empty, else 0;
   sim = Jaccard; `pts_gate: correct` multiplies it by 1[a* = y] (default: ungated).
 - entropy-weighted accuracy (control (h)): r_acc · (1 + λ₁ Ĥ).
+- arm `dus_bonus` (d′): (d) with `dus_mode: bonus` whatever the config says (the explicit consensus-challenging bonus).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 
 ARM_REWARDS = {  # arm -> (λ_dus on, λ_pts on, entropy-weighted)
     "direct": (False, False, False), "racc": (False, False, False), "dus": (True, False, False),
-    "pts": (False, True, False), "dus_pts": (True, True, False), "resampled": (False, False, False),
+    "dus_bonus": (True, False, False), "pts": (False, True, False), "dus_pts": (True, True, False), "resampled": (False, False, False),
     "entropy_weighted": (False, False, True),
 }
 
@@ -78,8 +79,9 @@ def utility(arm: str, ans: np.ndarray, trace: np.ndarray, item: Mapping[str, np.
     if ent_w:
         u = u * (1.0 + float(cfg["lambda_dus"]) * item["H_hat"][:, None])
     if use_dus:
+        mode = "bonus" if arm == "dus_bonus" else str(cfg["dus_mode"])
         u = u + float(cfg["lambda_dus"]) * dus(ans, y, item["p_hat"][:, None, :], item["H_hat"][:, None],
-                                               item["majority"][:, None], str(cfg["dus_mode"]))
+                                               item["majority"][:, None], mode)
     if use_pts:
         u = u + float(cfg["lambda_pts"]) * pts(ans, trace, y, item["prior_ans"][:, None, :],
                                                item["prior_trace"][:, None, :, :], str(cfg["pts_gate"]))

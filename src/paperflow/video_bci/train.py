@@ -1,6 +1,6 @@
 """Arms (a)–(h) with the grpo_lite backend (`paperflow.nn.grpo`), and the metrics every backend shares.
 
-Arms: majority (a, no training), direct (b, no hypotheses, r_acc), racc (c), dus (d), pts (e), dus_pts (f),
+Arms: majority (a, no training), direct (b, no hypotheses, r_acc), racc (c), dus (d), dus_bonus (d′: DUS in bonus mode), pts (e), dus_pts (f),
 resampled (g: r_acc on a 50/50 easy/hard train mix, AggLM-style), entropy_weighted (h: r_acc·(1 + λ₁Ĥ)).
 Every trained arm of a seed starts from the same initial weights and (except (g)) sees the same batches.
 """
@@ -17,7 +17,7 @@ from paperflow.core.seeding import stream
 from paperflow.video_bci.data import prior_stats
 from paperflow.video_bci.rewards import jaccard
 
-TRAINED = ("direct", "racc", "dus", "pts", "dus_pts", "resampled", "entropy_weighted")
+TRAINED = ("direct", "racc", "dus", "dus_bonus", "pts", "dus_pts", "resampled", "entropy_weighted")
 ARMS = ("majority",) + TRAINED
 
 

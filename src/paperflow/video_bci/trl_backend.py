@@ -80,8 +80,8 @@ def reward_fn(arm: str, p: Mapping[str, Any], T: int) -> Callable[..., list[floa
         if ent_w:
             u = u * (1.0 + float(p["lambda_dus"]) * H)
         if use_dus:
-            u = u + float(p["lambda_dus"]) * dus(safe, yy, np.asarray(p_hat), H, np.asarray(majority),
-                                                 str(p["dus_mode"])) * (ans >= 0)
+            mode = "bonus" if arm == "dus_bonus" else str(p["dus_mode"])
+            u = u + float(p["lambda_dus"]) * dus(safe, yy, np.asarray(p_hat), H, np.asarray(majority), mode) * (ans >= 0)
         if use_pts:
             u = u + float(p["lambda_pts"]) * pts(safe, tr, yy, np.asarray(prior_ans), np.asarray(prior_trace),
                                                  str(p["pts_gate"]))

@@ -1,0 +1,47 @@
+"""rl.backend trl: the same items and rewards through TRL's GRPOTrainer on a tiny Llama (2 steps)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from paperflow.video_bci.data import prior_stats
+from paperflow.video_bci.rewards import utility
+from paperflow.video_bci.trl_backend import parse, render, reward_fn, rows, run_arms_trl, vocab
+
+from .conftest import arm_params
+
+
+def test_render_parse_and_rewards_match_grpo_lite(splits):
+    d = splits["val"]
+    p = arm_params()
+    text = render(d, 0, True)
+    assert text.endswith("ans") and text.count(" h ") == 8 and set(text.split()) <= set(vocab(8))
+    assert "h" not in render(d, 0, False).split()
+    assert parse("a3 t0 t2 t9 x", 8)[0] == 3 and parse("a3 t0 t2", 8)[1].tolist() == [1, 0, 1, 0, 0, 0, 0, 0]
+    a, _, ok = parse("t1 a3", 8)
+    assert a == -1 and not ok
+    idx = np.arange(6)
+    cols = rows(d, idx, True)
+    st = prior_stats(d)
+    ans = np.array([int(d["y"][i]) if i % 2 else int(d["majority"][i]) for i in idx])
+    tr = d["prior_trace"][idx, 0]
+    comps = [f"a{a} " + " ".join(f"t{t}" for t in np.flatnonzero(r)) for a, r in zip(ans, tr)]
+    for arm in ("racc", "dus", "pts", "dus_pts", "entropy_weighted"):
+        got = reward_fn(arm, p, 8)(comps, **{k: v for k, v in cols.items() if k != "prompt"})
+        item = {"y": d["y"][idx].astype(int), "p_hat": st["p_hat"][idx], "H_hat": st["H_hat"][idx],
+                "majority": st["majority"][idx], "prior_ans": d["prior_ans"][idx].astype(int),
+                "prior_trace": d["prior_trace"][idx]}
+        want = utility(arm, ans[:, None], tr[:, None, :], item, p)[:, 0] + p["w_fmt"]
+        assert np.allclose(got, want), arm
+    bad = reward_fn("racc", p, 8)(["t1 t2"], **{k: v[:1] for k, v in cols.items() if k != "prompt"})
+    assert bad == [0.0]
+
+
+def test_trl_backend_two_steps_on_tiny_llama(splits, tmp_path):
+    small = {s: {k: v[:16] for k, v in d.items()} for s, d in splits.items()}
+    p = arm_params(group_size=4, trl_prompts_per_step=2, trl_max_completion_length=5, trl_lr=1e-3)
+    res = run_arms_trl(["majority", "dus_pts"], p, small, seed=0, workdir=tmp_path, steps=2)
+    r = res["dus_pts"]
+    assert len(r["trl_log"]) == 2 and all("reward" in h for h in r["trl_log"])
+    assert len(r["correct"]) == 16 and 0.0 <= r["format_rate"] <= 1.0 and r["update_seconds"] > 0
+    assert res["majority"]["minority_recovery"] in (0.0,) or np.isnan(res["majority"]["minority_recovery"])
