@@ -85,3 +85,15 @@ def test_verdict_issue_words():
     assert issue_word(Verdict("inconclusive", ""), e, "greater") == "null"
     assert issue_word(Verdict("did not hold", ""), Estimate(-0.2, -0.3, -0.1, 3), "greater") == "inverted"
     assert issue_word(Verdict("held", ""), e, "greater") == "reproduced"
+
+
+def test_verdict_item_bootstrap_uses_only_the_subset():
+    from paperflow.video_bci.report import item_bootstrap
+
+    mask = [1, 1, 0, 0, 1, 0]
+    a = {"0": {"correct": [1, 1, 0, 0, 1, 0]}, "1": {"correct": [1, 0, 0, 0, 1, 0]}}
+    b = {"0": {"correct": [0, 0, 1, 1, 0, 1]}, "1": {"correct": [0, 0, 1, 1, 1, 1]}}
+    m = {"arms": {"dus": {"seeds": a}, "racc": {"seeds": b}}, "subsets": {"minority": mask}}
+    e = item_bootstrap(m, "dus", "racc", "minority", n_boot=200)
+    assert e is not None and e.n == 3 and abs(e.value - (3 / 3 + 1 / 3) / 2) < 1e-9
+    assert item_bootstrap(m, "dus", "pts", "minority", 200) is None

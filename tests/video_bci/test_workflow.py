@@ -30,3 +30,4 @@ def test_every_arm_evaluated_on_the_same_items(smk_run):
     assert m["arms"]["majority"]["seeds"]["0"]["minority_recovery"] == 0.0
     schema = json.loads((smk_run / "data/video_bci/items/schema.json").read_text())
     assert schema["splits"]["test"]["n"] == 48 and "prior_trace" in schema["keys"]
+    assert len(m["subsets"]["minority"]) == 48 and sum(m["subsets"]["minority"]) == m["arms"]["racc"]["seeds"]["0"]["n"]["minority"]

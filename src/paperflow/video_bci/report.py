@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from paperflow.core.report import Claim, write_summary
-from paperflow.core.stats import Estimate, fmt_mean_se, paired_diff, t_ci
+from paperflow.core.stats import Estimate, fmt_mean_se, paired_diff, t_ci, two_level_bootstrap
 from paperflow.core.verdict import HELD, NOT_TESTABLE, Thresholds, Verdict, combine, judge
 
 LABELS = {"majority": "(a) majority vote", "direct": "(b) direct, no hypotheses", "racc": "(c) integrator, r_acc",
@@ -23,8 +23,15 @@ SEED_KEYS = ("acc", "minority_recovery", "absent_recovery", "majority_retention"
 METRICS = ("acc", "minority_recovery", "absent_recovery", "majority_retention", "trace_iou", "updates_to_90")
 
 
-def aggregate_runs(jobs: Sequence[Mapping[str, Any]], schema: Mapping[str, Any]) -> dict[str, Any]:
+def aggregate_runs(jobs: Sequence[Mapping[str, Any]], schema: Mapping[str, Any],
+                   test: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
+    """Per arm and seed: the job's metrics. `test` (the test split) adds the per-item subset masks."""
     out: dict[str, Any] = {"arms": {}, "n_test": 0, "data": schema.get("splits", {}), "backend": None}
+    if test is not None:
+        maj_right = test["majority"] == test["y"]
+        out["subsets"] = {"minority": (~maj_right & (test["absent"] == 0)).astype(int).tolist(),
+                          "majority_right": maj_right.astype(int).tolist(),
+                          "absent": test["absent"].astype(int).tolist()}
     for j in jobs:
         seed = str(j["params"]["seed"])
         out["n_test"] = int(j["n_test"])
@@ -45,6 +52,24 @@ def paired(m: Mapping[str, Any], a: str, b: str, key: str = "acc") -> Estimate |
     if not common:
         return None
     return paired_diff([va[s] for s in common], [vb[s] for s in common])
+
+
+def item_bootstrap(m: Mapping[str, Any], a: str, b: str, subset: str, n_boot: int) -> Estimate | None:
+    """a − b correctness on the items of `subset`, over seeds × items (two-level bootstrap: seeds, then items);
+    reported beside the seed-level t CI, which decides."""
+    mask = np.asarray(m.get("subsets", {}).get(subset, []), bool)
+    sa, sb = m["arms"].get(a, {}).get("seeds", {}), m["arms"].get(b, {}).get("seeds", {})
+    common = sorted(set(sa) & set(sb))
+    if not mask.any() or not common:
+        return None
+    diff = np.array([np.asarray(sa[s]["correct"])[mask] - np.asarray(sb[s]["correct"])[mask] for s in common])
+    return two_level_bootstrap(diff, n_boot=n_boot)
+
+
+def fmt_boot(e: Estimate | None) -> str:
+    if e is None or not e.has_ci:
+        return ""
+    return f"; seeds × {e.n} items bootstrap {e.value:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}]"
 
 
 def fmt_est(e: Estimate | None) -> str:
@@ -105,8 +130,10 @@ def claims(m: Mapping[str, Any], cfg: Mapping[str, Any]) -> list[Claim]:
     n_min = _n_items(m, "minority")
     few = (f"only {n_min} test items with a wrong majority and y among the priors (< {c['dus_minority']['min_items']})"
            if n_min < int(c["dus_minority"]["min_items"]) else None)
+    n_boot = int(c["dus_minority"]["n_boot"])
     v_dus, _ = add("DUS raises minority recovery: (d) − (c) > 0", "dus_minority", "dus", "racc", "minority_recovery",
-                   source="spec", untestable=few, extra=f" ({n_min} minority items)")
+                   source="spec", untestable=few,
+                   extra=f" ({n_min} minority items{fmt_boot(item_bootstrap(m, 'dus', 'racc', 'minority', n_boot))})")
     add("DUS costs little majority retention: (d) − (c) > −0.05", "dus_retention_cost", "dus", "racc",
         "majority_retention", source="spec")
     # the honesty control: is DUS's minority gain explained by re-weighting hard items?
@@ -127,7 +154,8 @@ def claims(m: Mapping[str, Any], cfg: Mapping[str, Any]) -> list[Claim]:
         w = issue_word(v, e, rule.direction)
         if e.has_ci and e.lo <= 0 <= e.hi:  # type: ignore[operator]
             explained.append(ctrl)
-        meas.append(f"dus − {ctrl}: {fmt_est(e)} → {w}")
+        boot = fmt_boot(item_bootstrap(m, "dus", ctrl, "minority", n_boot))
+        meas.append(f"dus − {ctrl}: {fmt_est(e)} → {w}{boot}")
     note = ""
     if v_dus.outcome != HELD:
         note = "; no DUS minority gain over (c) at this scale, so there is nothing for re-weighting to explain"

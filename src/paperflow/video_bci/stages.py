@@ -109,10 +109,12 @@ def arms(params: ArmsParams, *, data: Path, out: Path) -> dict[str, Any]:
 @stage()
 def aggregate(inputs: list[Path], *, data: Path, out: Path) -> dict[str, Any]:
     """Collect the arms jobs into metrics.json: per arm and seed (plus the data's split statistics)."""
+    from paperflow.video_bci.data import load_split
     from paperflow.video_bci.report import aggregate_runs
 
-    with Stage("video_bci.aggregate", config={"n_inputs": len(inputs)}, outputs=[out], inputs=list(inputs)) as st:
-        m = aggregate_runs([read_json(f) for f in inputs], read_json(data / "schema.json"))
+    with Stage("video_bci.aggregate", config={"n_inputs": len(inputs)}, outputs=[out],
+               inputs=list(inputs) + [data / "test.npz"]) as st:
+        m = aggregate_runs([read_json(f) for f in inputs], read_json(data / "schema.json"), load_split(data, "test"))
         write_json(out, m)
         st.metrics = {"n_jobs": len(inputs)}
     return m
