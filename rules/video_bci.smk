@@ -37,6 +37,8 @@ rule video_bci_arms:
         f"{VIDEO_BCI_RES}/arms/s{{seed}}/c{{chunk}}.json",
     params:
         p=lambda w: as_json(video_bci_plan.arms_params(config["video_bci"], int(w.seed), int(w.chunk))),
+        # resumable state (core.checkpoint): finished arms + the current arm; removed once the output is written
+        ckpt=lambda w: f"{config['models_dir']}/video_bci/ckpt/s{w.seed}_c{w.chunk}",
     log:
         "logs/video_bci/arms/s{seed}_c{chunk}.log",
     benchmark:
@@ -48,7 +50,8 @@ rule video_bci_arms:
         "../envs/video_bci.yaml"
     shell:
         "python -m paperflow.core.accel launch --procs {resources.gpu} -- "
-        "paperflow video_bci arms --params {params.p:q} --data {input.data} --out {output} > {log} 2>&1"
+        "paperflow video_bci arms --params {params.p:q} --data {input.data} --out {output} --ckpt {params.ckpt} "
+        "> {log} 2>&1"
 
 
 rule video_bci_aggregate:

@@ -51,3 +51,30 @@ def test_grpo_lite_learns_to_integrate(splits):
     res = run_arms(["racc"], p, splits, seed=0)["racc"]
     assert res["acc"] > 0.45  # chance is 0.2; the majority answer is right on ~70% of items
     assert res["curve"][-1][0] == 120 and len(res["correct"]) == len(splits["test"]["y"])
+
+
+def test_interrupted_training_resumes_to_identical_weights(splits, tmp_path):
+    p = arm_params(updates=6, ckpt_every=0)
+    full, c_full, _ = train_arm("dus_pts", splits["train"], splits["val"], p, seed=1)
+    ck = tmp_path / "ck"
+    train_arm("dus_pts", splits["train"], splits["val"], p, seed=1, ckpt=ck, stop_after=3)  # "killed" after 3
+    resumed, c_res, _ = train_arm("dus_pts", splits["train"], splits["val"], p, seed=1, ckpt=ck)
+    assert c_res == c_full
+    assert all(torch.equal(a, b) for a, b in zip(full.state_dict().values(), resumed.state_dict().values()))
+    p_res = arm_params(updates=6, ckpt_every=0, arms=["resampled"])
+    a, _, _ = train_arm("resampled", splits["train"], splits["val"], p_res, seed=1)
+    train_arm("resampled", splits["train"], splits["val"], p_res, seed=1, ckpt=tmp_path / "r", stop_after=2)
+    b, _, _ = train_arm("resampled", splits["train"], splits["val"], p_res, seed=1, ckpt=tmp_path / "r")
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+
+
+def test_finished_arms_are_kept_for_a_rerun(splits, tmp_path):
+    p = arm_params(updates=2, eval_every=1)
+    first = run_arms(["racc"], p, splits, seed=0, ckpt=tmp_path)
+    assert (tmp_path / "racc.json").exists()
+    again = run_arms(["racc"], p, splits, seed=0, ckpt=tmp_path)
+    assert again["racc"]["correct"] == first["racc"]["correct"] and again["racc"]["acc"] == first["racc"]["acc"]
+    (tmp_path / "racc.json").write_text('{"acc": -1}')  # a kept result is read back, not retrained ...
+    assert run_arms(["racc"], p, splits, seed=0, ckpt=tmp_path)["racc"]["acc"] == -1
+    other = run_arms(["racc"], {**p, "lr": 0.01}, splits, seed=0, ckpt=tmp_path)  # ... unless the parameters changed
+    assert other["racc"]["acc"] >= 0

@@ -31,3 +31,8 @@ def test_every_arm_evaluated_on_the_same_items(smk_run):
     schema = json.loads((smk_run / "data/video_bci/items/schema.json").read_text())
     assert schema["splits"]["test"]["n"] == 48 and "prior_trace" in schema["keys"]
     assert len(m["subsets"]["minority"]) == 48 and sum(m["subsets"]["minority"]) == m["arms"]["racc"]["seeds"]["0"]["n"]["minority"]
+
+
+def test_checkpoints_removed_after_the_arms_jobs(smk_run):
+    ck = smk_run / "models/video_bci/ckpt"
+    assert not ck.exists() or not any(ck.iterdir())

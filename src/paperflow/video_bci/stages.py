@@ -65,6 +65,7 @@ class ArmsParams(TypedDict):
     clip_eps: float
     grad_clip: float
     eval_every: int
+    ckpt_every: int
     lambda_dus: float
     lambda_pts: float
     dus_mode: str
@@ -81,8 +82,11 @@ class ArmsParams(TypedDict):
 
 
 @stage(plan=plan.arms_params)
-def arms(params: ArmsParams, *, data: Path, out: Path) -> dict[str, Any]:
-    """Train and evaluate one group of arms with one seed (backend grpo_lite or trl)."""
+def arms(params: ArmsParams, *, data: Path, out: Path, ckpt: Path) -> dict[str, Any]:
+    """Train and evaluate one group of arms with one seed (backend grpo_lite or trl); grpo_lite resumes from
+    `ckpt` (finished arms and the current arm's training state), removed once `out` is written."""
+    import shutil
+
     import torch
 
     from paperflow.video_bci.data import SPLITS, load_split
@@ -100,9 +104,10 @@ def arms(params: ArmsParams, *, data: Path, out: Path) -> dict[str, Any]:
         else:
             from paperflow.video_bci.train import run_arms
 
-            res = run_arms(list(params["arms"]), params, splits, seed)
+            res = run_arms(list(params["arms"]), params, splits, seed, ckpt)
         write_json(out, {"params": dict(params), "arms": res, "n_test": int(len(splits["test"]["y"]))})
         st.metrics = {a: {k: r[k] for k in ("acc", "minority_recovery", "trace_iou")} for a, r in res.items()}
+    shutil.rmtree(ckpt, ignore_errors=True)
     return st.metrics
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -62,9 +63,16 @@ def _item(d: Mapping[str, np.ndarray], st: Mapping[str, np.ndarray], idx: np.nda
 
 
 def train_arm(arm: str, train: Mapping[str, np.ndarray], val: Mapping[str, np.ndarray], p: Mapping[str, Any],
-              seed: int) -> tuple[Any, list[tuple[int, float]], dict[str, Any]]:
-    """grpo_lite on one arm; returns the net, the validation curve [(update, acc)] and timing."""
+              seed: int, ckpt: Path | None = None,
+              stop_after: int | None = None) -> tuple[Any, list[tuple[int, float]], dict[str, Any]]:
+    """grpo_lite on one arm; returns the net, the validation curve [(update, acc)] and timing.
+
+    With `ckpt`, the training state (weights, Adam, the sampling generator, the batch streams, the curve) is
+    saved every `ckpt_every` updates through core.checkpoint and a rerun resumes from it; `stop_after` ends
+    the loop early after saving (tests: an interrupted run)."""
     import torch
+
+    from paperflow.core.checkpoint import has_checkpoint, load_training_state, save_training_state
 
     from paperflow.nn.grpo import group_advantages, grpo_loss
     from paperflow.video_bci.model import Integrator, predict, sample, token_logps, tokens
@@ -84,8 +92,17 @@ def train_arm(arm: str, train: Mapping[str, np.ndarray], val: Mapping[str, np.nd
     mix_rng = stream(seed, "resampled")
     G, B, updates, every = int(p["group_size"]), int(p["items_per_update"]), int(p["updates"]), int(p["eval_every"])
     curve: list[tuple[int, float]] = []
+    start = 1
+    if ckpt is not None and has_checkpoint(ckpt):
+        state = load_training_state(ckpt, model=net, optimizer=opt, np_rng=batch_rng)
+        ex = state["extra"]
+        mix_rng.bit_generator.state = ex["mix_rng"]
+        gen.set_state(torch.tensor(ex["gen"], dtype=torch.uint8))
+        curve = [(int(a), float(b)) for a, b in ex["curve"]]
+        start = int(state["step"]) + 1
+    every_ckpt = int(p.get("ckpt_every", 0))
     t0 = time.perf_counter()
-    for step in range(1, updates + 1):
+    for step in range(start, updates + 1):
         idx = batch_rng.integers(0, n, size=B)
         if arm == "resampled":  # AggLM-style: a balanced easy/hard mix (same batch size)
             is_hard = mix_rng.random(B) < float(p["resample_hard_frac"])
@@ -103,24 +120,49 @@ def train_arm(arm: str, train: Mapping[str, np.ndarray], val: Mapping[str, np.nd
         if step % every == 0 or step == updates:
             a, _ = predict(net, val, with_hyps)
             curve.append((step, float((a == val["y"]).mean())))
+        if ckpt is not None and ((every_ckpt and step % every_ckpt == 0) or step == stop_after):
+            save_training_state(ckpt, model=net, optimizer=opt, step=step, np_rng=batch_rng,
+                                extra={"mix_rng": mix_rng.bit_generator.state, "gen": gen.get_state().tolist(),
+                                       "curve": curve})
+        if stop_after is not None and step >= stop_after:
+            break
     return net, curve, {"train_seconds": time.perf_counter() - t0,
                         "update_seconds": (time.perf_counter() - t0) / updates}
 
 
 def run_arms(arms: list[str], p: Mapping[str, Any], splits: Mapping[str, Mapping[str, np.ndarray]],
-             seed: int) -> dict[str, Any]:
-    """Train (grpo_lite) and evaluate each arm on the test split; per-arm metrics and curves."""
+             seed: int, ckpt: Path | None = None) -> dict[str, Any]:
+    """Train (grpo_lite) and evaluate each arm on the test split; per-arm metrics and curves.
+
+    With `ckpt` (a directory), a finished arm's result is kept as `<ckpt>/<arm>.json` and an unfinished arm's
+    training state under `<ckpt>/<arm>/`, so a rerun of an interrupted job redoes neither."""
+    from paperflow.core.io import read_json, write_json
     from paperflow.video_bci.model import predict
 
     out: dict[str, Any] = {}
     test = splits["test"]
+    if ckpt is not None:  # state left by a run with other parameters is never resumed
+        import shutil
+
+        stamp = {"params": dict(p), "seed": int(seed)}
+        if (ckpt / "params.json").exists() and read_json(ckpt / "params.json") != stamp:
+            shutil.rmtree(ckpt)
+        ckpt.mkdir(parents=True, exist_ok=True)
+        write_json(ckpt / "params.json", stamp)
     for arm in arms:
+        done = ckpt / f"{arm}.json" if ckpt is not None else None
+        if done is not None and done.exists():
+            out[arm] = read_json(done)
+            continue
         if arm == "majority":
             a, tr = majority_vote(test)
             out[arm] = {**metrics(a, tr, test), "curve": [], "updates_to_90": 0, "train_seconds": 0.0}
             continue
-        net, curve, timing = train_arm(arm, splits["train"], splits["val"], p, seed)
+        net, curve, timing = train_arm(arm, splits["train"], splits["val"], p, seed,
+                                       ckpt / arm if ckpt is not None else None)
         a, tr = predict(net, test, arm != "direct")
         out[arm] = {**metrics(a, tr, test), "curve": curve, "updates_to_90": updates_to_frac(curve),
                     "final_val_acc": curve[-1][1], **timing}
+        if done is not None:
+            write_json(done, out[arm])
     return out
