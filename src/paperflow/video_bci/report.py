@@ -194,6 +194,9 @@ def arm_table(m: Mapping[str, Any]) -> str:
         vals = []
         for key in METRICS + ("train_seconds",):
             x = [v for v in seed_values(m, arm, key).values() if v == v]
+            if arm == "majority" and key in ("updates_to_90", "train_seconds"):
+                vals.append("— (no training)")
+                continue
             vals.append(_fmt(x, 1 if key in ("updates_to_90", "train_seconds") else 3))
         rows.append(f"| {label} | " + " | ".join(vals) + " |")
     return "\n".join(rows)
