@@ -193,7 +193,7 @@ def arm_table(m: Mapping[str, Any]) -> str:
             continue
         vals = []
         for key in METRICS + ("train_seconds",):
-            x = [v for v in seed_values(m, arm, key).values() if v == v]
+            x = [v for v in seed_values(m, arm, key).values() if v == v and not (key == "updates_to_90" and v < 0)]
             if arm == "majority" and key in ("updates_to_90", "train_seconds"):
                 vals.append("— (no training)")
                 continue

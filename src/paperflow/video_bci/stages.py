@@ -127,7 +127,7 @@ def aggregate(inputs: list[Path], *, data: Path, out: Path) -> dict[str, Any]:
 
 @stage()
 def figures(params: dict[str, Any], *, metrics: Path, out: Path) -> None:
-    """Minority recovery by arm (mean over seeds, 95% t CI) (params: the config section)."""
+    """Minority recovery and accuracy by arm: mean over seeds with a t CI at the 0.95 level (params: the config section)."""
     from paperflow.video_bci.report import minority_figure
 
     with Stage("video_bci.figures", config={}, outputs=[out], inputs=[metrics]):
