@@ -131,3 +131,17 @@ def test_setup_threads_does_not_import_torch():
             "assert torch.get_num_threads() == 1; print('ok')")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr
+
+
+def test_every_study_and_stage_help_renders(capsys):
+    """argparse formats help with '%': a docstring saying "95% CI" once crashed `paperflow hyper_icl --help`."""
+    import pytest
+
+    from paperflow.core.cli import discover, main
+
+    for name, st in sorted(discover().items()):
+        for argv in ([name, "--help"], *([name, stage, "--help"] for stage in st.stages())):
+            with pytest.raises(SystemExit) as e:
+                main(argv)
+            assert e.value.code == 0, argv
+            assert f"usage: paperflow {name}" in capsys.readouterr().out

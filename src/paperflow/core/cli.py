@@ -188,6 +188,11 @@ def _hints(func: Callable[..., Any]) -> dict[str, Any]:
         return {k: v for k, v in getattr(func, "__annotations__", {}).items() if not isinstance(v, str)}
 
 
+def _pct(text: str | None) -> str | None:
+    """Help text as argparse wants it: a literal '%' (docstrings say "95% CI") is written '%%'."""
+    return None if text is None else text.replace("%", "%%")
+
+
 def build_stage_parser(p: argparse.ArgumentParser, info: StageInfo) -> None:
     """Add the arguments of one stage function (and its plan's coordinates) to `p`."""
     sig = inspect.signature(info.func)
@@ -288,7 +293,7 @@ def _top_parser(studies: Mapping[str, Any]) -> argparse.ArgumentParser:
     pc = sub.add_parser("config", help="validate a config file and print it with defaults filled")
     pc.add_argument("file")
     for name, st in sorted(studies.items()):
-        sp = sub.add_parser(name, help=st.help, add_help=False)
+        sp = sub.add_parser(name, help=_pct(st.help), add_help=False)
         sp.add_argument("stage_argv", nargs=argparse.REMAINDER)
     return p
 
@@ -333,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     sp = argparse.ArgumentParser(prog=f"paperflow {st.name}", description=st.help)
     ssub = sp.add_subparsers(dest="stage", metavar="STAGE", required=True)
     for stage_name, info in stages.items():
-        ssp = ssub.add_parser(stage_name, help=info.help, description=inspect.getdoc(info.func))
+        ssp = ssub.add_parser(stage_name, help=_pct(info.help), description=inspect.getdoc(info.func))
         build_stage_parser(ssp, info)
     ns = sp.parse_args(args.stage_argv)
     run_stage(st.name, stages[ns.stage], ns)
