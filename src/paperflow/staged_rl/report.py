@@ -156,7 +156,12 @@ def claims(m: Mapping[str, Any], cfg: Mapping[str, Any]) -> list[Claim]:
                             paper="WeMath −8.1 (Qwen2.5-VL), −1.6 (Qwen3-VL) for caption-SFT (secondary summaries)"))
 
     # 7. fewer <look> tokens after perception training (trace-length proxy)
-    v, e = _pair_verdict(m, c["fewer_looks_after_perception"], "p_t_v", "base", key="look_rate", stage_a=0)
+    base_looks = list(final(m, "base", "look_rate").values())
+    lf = float(c["fewer_looks_after_perception"]["floor"])
+    untest = (f"the base emits {np.mean(base_looks):.3f} `<look>` per answer (≤ {lf}): nothing to reduce"
+              if base_looks and np.mean(base_looks) <= lf else None)
+    v, e = _pair_verdict(m, c["fewer_looks_after_perception"], "p_t_v", "base", key="look_rate", stage_a=0,
+                         untestable=untest)
     out.append(Claim.judged("Fewer `<look>` tokens after perception RL (P stage) than the base (proxy for trace length)",
                             f"`<look>` per D_vis answer, after P − base: {fmt_est(e)}", v,
                             sample=f"{_n_seeds(m, 'p_t_v')} seed(s), paired", source="spec"))

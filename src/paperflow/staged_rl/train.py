@@ -89,6 +89,12 @@ def greedy_answers(net: Transformer, pr: Prompts, protos: np.ndarray, p: Mapping
     return parse(ro)[1], ro
 
 
+def filter_keep(img_ans: list[int | None], cap_ans: list[int | None], gold: list[int]) -> list[int]:
+    """Indices kept by the repo's rule for one filter model: the image answer is parseable (not None) and
+    wrong, and the caption answer is right. An unparseable image answer is not a failure (not kept)."""
+    return [i for i, (a, c, g) in enumerate(zip(img_ans, cap_ans, gold)) if a is not None and a != g and c == g]
+
+
 def perception_filter(net: Transformer, pool: Mapping[str, np.ndarray], protos: np.ndarray, p: Mapping[str, Any],
                       seed: int) -> dict[str, Any]:
     """The spec's filter with the base model as the only filter model: keep an MCQ iff the greedy answer from
@@ -97,7 +103,7 @@ def perception_filter(net: Transformer, pool: Mapping[str, np.ndarray], protos: 
     img_ans, _ = greedy_answers(net, make_prompts(pool, IMAGE, width), protos, p, seed)
     cap_ans, _ = greedy_answers(net, make_prompts(pool, CAPTION, width), protos, p, seed)
     gold = pool["answer"].tolist()
-    keep = [i for i, (a, c, g) in enumerate(zip(img_ans, cap_ans, gold)) if a is not None and a != g and c == g]
+    keep = filter_keep(img_ans, cap_ans, gold)
     n = len(gold)
     return {"keep": keep, "n_pool": n, "img_acc": float(np.mean([a == g for a, g in zip(img_ans, gold)])),
             "cap_acc": float(np.mean([c == g for c, g in zip(cap_ans, gold)])),

@@ -119,6 +119,14 @@ def load_model(p: Mapping[str, Any], seed: int) -> tuple[Any, Any]:
     return tiny_llama(len(tok), hidden=int(t["hidden"]), layers=int(t["layers"]), seed=seed), tok
 
 
+def reload_from(model: Any, path: Path) -> Any:
+    """Save the model and load it back from `path`, so `config._name_or_path` names these weights."""
+    from transformers import AutoModelForCausalLM
+
+    model.save_pretrained(path)
+    return AutoModelForCausalLM.from_pretrained(path)
+
+
 def evaluate_trl(model: Any, tok: Any, data: Path, protos: np.ndarray, p: Mapping[str, Any]) -> dict[str, Any]:
     """Greedy accuracy on the first trl.n_test items of each test set."""
     import torch
@@ -170,8 +178,10 @@ def run_arm_trl(arm: str, data: Path, filt: Mapping[str, Any], p: Mapping[str, A
                          learning_rate=float(t["learning_rate"]), beta=float(p["kl_beta"]),
                          epsilon=float(p["clip_eps"]), seed=seed)
         with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+            if s.beta > 0:  # TRL builds its reference model from the policy's path: the stage's initial weights
+                model = reload_from(model, Path(tmp) / "stage_init")
             t1 = time.perf_counter()
-            hist = train(model, tok, rows, [reward], s, tmp)
+            hist = train(model, tok, rows, [reward], s, Path(tmp) / "trl")
             sec = time.perf_counter() - t1
         stages.append({"stage": kind, "updates": steps, "history": hist, "seconds_per_step": sec / steps,
                        "eval": evaluate_trl(model, tok, data, protos, p)})
