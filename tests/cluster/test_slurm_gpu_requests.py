@@ -201,6 +201,7 @@ PAPER_GPU_STAGES = {
     "hydra_nav": [],  # numpy gridworld: no GPU stage at paper scale either (the habitat-sim VLM runner is not implemented)
     "mi_gate": ["gate", "train"],
     "hyper_icl": ["base", "arms"],
+    "staged_rl": ["base", "arms"],
 }
 
 
