@@ -223,7 +223,9 @@ def accuracy_figure(m: Mapping[str, Any], out: str | Path) -> None:
             ys = [y0] + [np.mean(list(final(m, arm, "acc", t, i).values())) for i in range(n_st)]
             ax.plot(range(len(ys)), ys, marker="o", ms=3, lw=1,
                     label=f"{LABELS[arm]} ({len(seeds)} seed{'s' if len(seeds) > 1 else ''})")
-        ax.set_xlabel("stage (0 = base; merged: after 30 / 150 / 300 updates)", fontsize=7)
+        ax.set_xticks(range(4), ["base", "1", "2", "3"])
+        ax.set_xlabel("after stage (merged: after 30 / 150 / 300 updates; V only: one 300-update stage)",
+                      fontsize=6)
         ax.set_title(f"{t} test accuracy (mean over seeds)", fontsize=8)
         ax.set_ylim(0, 1)
     axes[0].legend(fontsize=6)
