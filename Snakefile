@@ -31,6 +31,7 @@ include: "rules/hydra_nav.smk"
 include: "rules/mi_gate.smk"
 include: "rules/hyper_icl.smk"
 include: "rules/video_bci.smk"
+include: "rules/staged_rl.smk"
 include: "rules/report.smk"
 
 mark_local_rules()  # reports, summaries, figures: run by the head job on a cluster (rules/common.smk)

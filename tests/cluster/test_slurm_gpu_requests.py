@@ -202,6 +202,7 @@ PAPER_GPU_STAGES = {
     "mi_gate": ["gate", "train"],
     "hyper_icl": ["base", "arms"],
     "video_bci": ["arms"],
+    "staged_rl": ["base", "arms"],
 }
 
 

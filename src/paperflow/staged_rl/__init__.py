@@ -1,0 +1,1 @@
+"""staged_rl: staged perception → text → visual reasoning RL (spec vision_language_b §6)."""

@@ -1,0 +1,191 @@
+"""rl.backend = trl: the same arms, stages, data and reward mapped onto TRL's GRPOTrainer (`paperflow.nn.trl_grpo`).
+
+What maps one-to-one: the arm's stage list and budget split (`train.stage_updates`; TRL steps =
+round(steps_scale × updates)), the stage's data set (the base's filtered D_perc, the unfiltered D_perc, D_text,
+D_vis, merged = the three mixed in the split's proportions), G, the clip ε, the KL β, and the reward
+(1[answer correct] − look_cost · `<look>` count, parsed from the completion's words by the same grammar).
+
+What differs: a text causal LM has no continuous input, so at test scale (tiny_llama, `trl.model_path` null) the
+image reaches it as one *visual word* per slot, `v_<colour>` / `v_none`, the prototype nearest to the noisy slot
+vector (a lossy percept; a caption is the exact colour words). A `<look>` is a no-op that still costs (no fresh
+scene copy mid-generation in TRL). Caption-SFT (a supervised stage) is not a GRPO stage: with this backend it is
+skipped and recorded as such. A real VLM at paper scale would take the image through its processor — that
+path is not written here (README); `trl.model_path` loads a text causal LM through `from_pretrained`.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from paperflow.core.seeding import stream
+from paperflow.staged_rl.data import COLOURS, DESCRIBE, IMAGE, PERC, TEXT, VIS, load_split, load_world, subset
+from paperflow.staged_rl.model import MAX_NUM, prompt_words
+
+SPECIAL = ["<see>", "</see>", "<ans>", "<look>"]
+TRL_VOCAB = ([str(i) for i in range(MAX_NUM + 1)] + list(COLOURS) + ["none"] + [f"v_{c}" for c in COLOURS]
+             + ["v_none", "+", "?", "how_many", "opts", "describe"] + SPECIAL)
+
+
+def visual_words(feats: np.ndarray, protos: np.ndarray) -> list[str]:
+    """Nearest prototype per slot (row 4 of `protos` = empty) → `v_<colour>` / `v_none`."""
+    d = ((feats[:, None, :] - protos[None]) ** 2).sum(-1)
+    names = list(COLOURS) + ["none"]
+    return [f"v_{names[int(k)]}" for k in d.argmin(1)]
+
+
+def rows_of(d: Mapping[str, np.ndarray], protos: np.ndarray) -> dict[str, list[Any]]:
+    """TRL dataset columns: prompt (words), task, answer."""
+    prompts, tasks, answers = [], [], []
+    for i in range(len(d["task"])):
+        task, pre = int(d["task"][i]), int(d["prefix"][i])
+        words = prompt_words(task, pre, d["colours"][i], d["q"][i], d["options"][i])
+        if pre == IMAGE:
+            n = d["feats"].shape[1]
+            words = visual_words(d["feats"][i], protos) + words[n:]
+        prompts.append(" ".join(words))
+        tasks.append(task)
+        answers.append(int(d["answer"][i]))
+    return {"prompt": prompts, "task": tasks, "answer": answers}
+
+
+def parse_words(text: str) -> tuple[int | None, int]:
+    """(answer or None, `<look>` count) of `[<look>]* [<see> n.. </see>] <ans> k [<eos>]` in a completion."""
+    w = text.split()
+    looks = 0
+    while w and w[0] == "<look>":
+        w.pop(0)
+        looks += 1
+    if w and w[0] == "<see>" and "</see>" in w:
+        w = w[w.index("</see>") + 1:]
+    w = [x for x in w if x not in ("<eos>", "<pad>")]
+    if len(w) == 2 and w[0] == "<ans>" and w[1].isdigit():
+        return int(w[1]), looks
+    return None, looks
+
+
+def make_reward(look_cost: float):  # noqa: ANN201  (TRL's reward signature)
+    def staged_reward(completions: list[str], answer: list[int], **_: Any) -> list[float]:
+        out = []
+        for c, a in zip(completions, answer):
+            got, looks = parse_words(c if isinstance(c, str) else str(c))
+            out.append(float(got == int(a)) - look_cost * looks)
+        return out
+
+    return staged_reward
+
+
+def stage_rows(kind: str, data: Path, filt: Mapping[str, Any], p: Mapping[str, Any], seed: int,
+               protos: np.ndarray) -> dict[str, list[Any]]:
+    pool = load_split(data, "perc_pool")
+    if kind == "perc":
+        return rows_of(subset(pool, np.asarray(filt["keep"], np.int64)), protos)
+    if kind == "perc_unf":
+        idx = stream(seed, "unfiltered").choice(len(pool["task"]), size=max(len(filt["keep"]), 1), replace=False)
+        return rows_of(subset(pool, idx), protos)
+    if kind in ("text", "vis"):
+        return rows_of(load_split(data, f"{kind}_rl"), protos)
+    if kind == "merged":
+        parts = [stage_rows(k, data, filt, p, seed, protos) for k in ("perc", "text", "vis")]
+        w = np.asarray(p["split"], float)
+        rng = stream(seed, "trl_merged")
+        n = sum(len(x["prompt"]) for x in parts)
+        which = rng.choice(3, size=n, p=w / w.sum())
+        out: dict[str, list[Any]] = {"prompt": [], "task": [], "answer": []}
+        for k in which:
+            if not parts[k]["prompt"]:
+                continue
+            j = int(rng.integers(len(parts[k]["prompt"])))
+            for c in out:
+                out[c].append(parts[k][c][j])
+        return out
+    raise ValueError(f"stage kind {kind!r} has no GRPO data")
+
+
+def load_model(p: Mapping[str, Any], seed: int) -> tuple[Any, Any]:
+    from paperflow.nn.trl_grpo import tiny_llama, word_tokenizer
+
+    t = p["trl"]
+    if t["model_path"]:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        return AutoModelForCausalLM.from_pretrained(t["model_path"]), AutoTokenizer.from_pretrained(t["model_path"])
+    tok = word_tokenizer(TRL_VOCAB)
+    return tiny_llama(len(tok), hidden=int(t["hidden"]), layers=int(t["layers"]), seed=seed), tok
+
+
+def reload_from(model: Any, path: Path) -> Any:
+    """Save the model and load it back from `path`, so `config._name_or_path` names these weights."""
+    from transformers import AutoModelForCausalLM
+
+    model.save_pretrained(path)
+    return AutoModelForCausalLM.from_pretrained(path)
+
+
+def evaluate_trl(model: Any, tok: Any, data: Path, protos: np.ndarray, p: Mapping[str, Any]) -> dict[str, Any]:
+    """Greedy accuracy on the first trl.n_test items of each test set."""
+    import torch
+
+    out = {}
+    for name in ("perc", "text", "vis"):
+        rows = rows_of(subset(load_split(data, f"test_{name}"), np.arange(int(p["trl"]["n_test"]))), protos)
+        correct, tokens, looks = [], [], []
+        for prompt, a in zip(rows["prompt"], rows["answer"]):
+            ids = tok(prompt, return_tensors="pt")
+            with torch.no_grad():
+                g = model.generate(**ids, max_new_tokens=int(p["trl"]["max_completion_length"]), do_sample=False,
+                                   pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+            comp = g[0, ids["input_ids"].shape[1]:]
+            got, n_look = parse_words(tok.decode(comp, skip_special_tokens=False))
+            correct.append(int(got == a))
+            tokens.append(int(comp.numel()))
+            looks.append(n_look)
+        out[name] = {"acc": float(np.mean(correct)), "tokens": float(np.mean(tokens)),
+                     "look_rate": float(np.mean(looks)), "correct": correct}
+    return out
+
+
+def run_arm_trl(arm: str, data: Path, filt: Mapping[str, Any], p: Mapping[str, Any], seed: int,
+                workdir: Path | None = None) -> dict[str, Any]:
+    """One arm through TRL: each GRPO stage continues the same model; evaluation after every stage."""
+    from paperflow.nn.trl_grpo import GRPOSettings, train
+    from paperflow.staged_rl.train import stage_updates
+
+    protos = load_world(data)["protos"]
+    model, tok = load_model(p, seed)
+    reward = make_reward(float(p["look_cost"]))
+    t = p["trl"]
+    stages: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
+    plan = stage_updates(arm, [int(x) for x in p["split"]])
+    if arm == "base":
+        plan = []
+        stages.append({"stage": "base", "updates": 0, "history": [], "eval": evaluate_trl(model, tok, data, protos, p)})
+    for kind, upd in plan:
+        if kind == "capsft":
+            stages.append({"stage": kind, "updates": 0, "history": [], "skipped": "supervised stage: not a GRPO stage",
+                           "eval": evaluate_trl(model, tok, data, protos, p)})
+            continue
+        rows = stage_rows(kind, data, filt, p, seed, protos)
+        steps = max(1, round(float(t["steps_scale"]) * upd))
+        s = GRPOSettings(num_generations=int(p["group_size"]), prompts_per_step=int(p["prompts_per_update"]),
+                         max_completion_length=int(t["max_completion_length"]), max_steps=steps,
+                         learning_rate=float(t["learning_rate"]), beta=float(p["kl_beta"]),
+                         epsilon=float(p["clip_eps"]), seed=seed)
+        with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+            if s.beta > 0:  # TRL builds its reference model from the policy's path: the stage's initial weights
+                model = reload_from(model, Path(tmp) / "stage_init")
+            t1 = time.perf_counter()
+            hist = train(model, tok, rows, [reward], s, Path(tmp) / "trl")
+            sec = time.perf_counter() - t1
+        stages.append({"stage": kind, "updates": steps, "history": hist, "seconds_per_step": sec / steps,
+                       "eval": evaluate_trl(model, tok, data, protos, p)})
+    return {"stages": stages, "seconds": time.perf_counter() - t0, "backend": "trl"}
+
+
+__all__ = ["DESCRIBE", "PERC", "TEXT", "TRL_VOCAB", "VIS", "make_reward", "parse_words", "rows_of", "run_arm_trl"]
