@@ -38,4 +38,4 @@ def arms_params(cfg: Mapping[str, Any], seed: int, chunk: int) -> dict[str, Any]
     """Everything one arms job (one seed, one group of arms, every target task) depends on."""
     return {"targets": list(cfg["targets"]), "seed": int(seed), "chunk": int(chunk), "arms": chunks(cfg)[int(chunk)],
             "backend": cfg["backend"], "warm_colours": list(cfg["data"]["warm_colours"]), **dict(cfg["model"]),
-            **dict(cfg["adapter"])}
+            **dict(cfg["adapter"]), "max_param_ratio": float(cfg["report"]["max_param_ratio"])}

@@ -98,6 +98,7 @@ class ArmsParams(TypedDict):
     rank: int
     gate_hidden: int
     vkv_slots: int
+    shift_sites: list[str]
     lora_rank: int
     adapter_lr: float
     adapter_batch: int
@@ -112,6 +113,7 @@ class ArmsParams(TypedDict):
     map_scale: float
     r_max_times_inv_sqrt_c: float
     arcosh_eps: float
+    max_param_ratio: float
 
 
 @stage(plan=plan.arms_params)
@@ -125,7 +127,7 @@ def arms(params: ArmsParams, *, data: Path, weights: Path, out: Path) -> dict[st
     from paperflow.core.checkpoint import load_weights
     from paperflow.hyper_icl.data import load_split
     from paperflow.hyper_icl.model import build_base
-    from paperflow.hyper_icl.train import run_arms
+    from paperflow.hyper_icl.train import param_band, run_arms
 
     seed = int(params["seed"])
     targets = list(params["targets"])
@@ -137,7 +139,9 @@ def arms(params: ArmsParams, *, data: Path, weights: Path, out: Path) -> dict[st
         load_weights(weights, net)
         for prm in net.parameters():
             prm.requires_grad_(False)
-        result: dict[str, Any] = {"params": dict(params), "targets": {}}
+        counts = param_band(net, params)  # raises when an arm leaves the band around (f)
+        log.info("trainable parameters (ratio to (f)): %s", counts)
+        result: dict[str, Any] = {"params": dict(params), "targets": {}, "param_band": counts}
         for t in targets:
             res = run_arms(list(params["arms"]), net, params, splits[t], t, list(params["warm_colours"]), seed)
             y = splits[t]["test"]["label"]

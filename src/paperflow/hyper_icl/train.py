@@ -16,8 +16,9 @@ from paperflow.core.checkpoint import has_checkpoint, load_training_state, save_
 from paperflow.core.schedule import lambda_lr
 from paperflow.core.seeding import seed_everything, stream
 from paperflow.hyper_icl.data import N_LABELS, coarse_of
-from paperflow.hyper_icl.model import (QUERY_LEN, Student, build_base, fixed_map, icl_inputs, layer_distance,
-                                       query_inputs, qry_positions, sequences, standardizer)
+from paperflow.hyper_icl.model import (QUERY_LEN, REFERENCE_KIND, Student, build_base, check_param_band, fixed_map,
+                                       icl_inputs, layer_distance, query_inputs, qry_positions, sequences,
+                                       standardizer, trainable_counts)
 from paperflow.nn.transformer import Transformer
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,16 @@ EVAL_ONLY = ("zero_shot", "teacher")
 
 def to_t(a: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(a))
+
+
+def param_band(base: Transformer, p: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """Trainable parameters of every configured trainable arm, counted on the built modules, and their ratio to
+    (f); raises ValueError (check_param_band) when one lies outside [1/max_param_ratio, max_param_ratio] × (f).
+    (f) is always built as the reference, even when this job does not train it."""
+    arms = [a for a in p["arms"] if a not in EVAL_ONLY]
+    counts = trainable_counts(base, p, [REFERENCE_KIND] + [ARMS[a][0] for a in arms])
+    ratios = check_param_band(counts, float(p["max_param_ratio"]))
+    return {a: {"n_params": counts[ARMS[a][0]], "ratio": round(ratios[ARMS[a][0]], 4)} for a in arms}
 
 
 # ------------------------------------------------------------------------------------------- base model
