@@ -212,10 +212,27 @@ def accuracy_figure(m: Mapping[str, Any], out: str | Path) -> None:
 
 def band_text(cfg: Mapping[str, Any]) -> str:
     a, r = cfg["adapter"], float(cfg["report"]["max_param_ratio"])
-    return (f"Parameter band: every trainable arm has between {1 / r:.2f}× and {r:g}× the trainable parameters of "
+    head = (f"Parameter band: every trainable arm has between {1 / r:.2f}× and {r:g}× the trainable parameters of "
             "(f); the arms stage counts them on the built modules and stops otherwise. Sizes: logit rank "
-            f"r = {a['rank']}, gate width {a['gate_hidden']}, {a['vkv_slots']} virtual KV slots per layer and head, "
-            f"LoRA rank {a['lora_rank']}, shift vectors (one per query position) at {' + '.join(a['shift_sites'])}.")
+            f"r = {a['rank']}, gate width {a['gate_hidden']}")
+    if cfg.get("backend") == "hf_lm":
+        return (head + " (in every layer of the LM). Tokens per query: the teacher reads the k demos and the query "
+                "as text, every student the query only (table).")
+    return (head + f", {a['vkv_slots']} virtual KV slots per layer and head, LoRA rank {a['lora_rank']}, shift vectors "
+            f"(one per query position) at {' + '.join(a['shift_sites'])}. Tokens per query: the teacher reads "
+            "1 + 3k + 2 positions, every student 3.")
+
+
+def world_text(cfg: Mapping[str, Any]) -> str:
+    if cfg.get("backend") == "hf_lm":
+        path = cfg["hf_lm"]["model_path"]
+        what = ("paperflow.nn.trl_grpo.tiny_llama with a word tokenizer (randomly initialised"
+                + (f", then {cfg['hf_lm']['pretrain_steps']} LM steps on the pre-training episodes" if
+                   cfg["hf_lm"]["pretrain_steps"] else "") + ": a mechanics check, not a result)"
+                if path == "tiny-llama" else f"the causal LM at `{path}` (frozen, {cfg['hf_lm']['dtype']})")
+        return (f"Backend hf_lm: the synthetic attribute world rendered as text, on {what}; not VQA, and not the "
+                "paper's VLM.")
+    return "The world is a tiny synthetic attribute world, not VQA."
 
 
 def write(m: dict[str, Any], cfg: Mapping[str, Any], out: str | Path, inputs: Sequence[str]) -> None:
@@ -227,7 +244,7 @@ def write(m: dict[str, Any], cfg: Mapping[str, Any], out: str | Path, inputs: Se
 **Reconstruction.** The paper (arXiv 2606.04434) has no public code; everything below the abstract — the
 adapter's parametrisation, the gate's inputs, the distilled layers, the teacher–student token alignment, the
 fixed map before the Lorentz lift, the loss weights — is our reconstruction [recon] (spec vision_language_b §5),
-each behind a config flag. The world is a tiny synthetic attribute world, not VQA.
+each behind a config flag. {world_text(cfg)}
 
 **What the tiny world makes true by construction.** A demo-free student has zero demo variance, so the
 stability claim is not tested. Students trained with gold-label CE on the fixed target task can beat the teacher
@@ -240,8 +257,7 @@ over seeds or the two-level (seeds, then queries) bootstrap CI covers 0.
 
 {param_table(m, float(cfg['report']['max_param_ratio']))}
 
-{band_text(cfg)} Tokens per query: the teacher reads 1 + 3k + 2 positions,
-every student 3. Figure: `figures/accuracy_by_arm.png`.
+{band_text(cfg)} Figure: `figures/accuracy_by_arm.png`.
 
 ## Base model: accuracy on held-out pre-training episodes with k = 0..{k - 1} demos
 
