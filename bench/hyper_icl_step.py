@@ -102,8 +102,9 @@ def main() -> None:
     rows.append(("teacher pass over the target training episodes (once per target)", f"{len(ep['vis'])} episodes",
                  w, c))
     w, c = clock(lambda: teacher_eval(base, test), 3)
-    rows.append(("teacher evaluation, per test query and demo draw", f"{len(test['vis'])} × {test['demo_vis'].shape[1]}",
-                 w / (len(test["vis"]) * test["demo_vis"].shape[1]), c / (len(test["vis"]) * test["demo_vis"].shape[1])))
+    n_eval = len(test["vis"]) * test["demo_vis"].shape[1]
+    rows.append(("teacher evaluation, per test query and demo draw",
+                 f"{len(test['vis'])} × {test['demo_vis'].shape[1]}", w / n_eval, c / n_eval))
 
     t_logits, t_hidden = teacher_outputs(base, ep, list(p["distill_layers"]))
     band = param_band(base, p)
@@ -121,7 +122,8 @@ def main() -> None:
         sw, sc = statistics.median(per_w), statistics.median(per_c)
         step_rows.append((arm, band[arm]["n_params"], band[arm]["ratio"], sw, sc, sw * steps))
 
-    print(f"hyper_icl step costs: d_model {p['d_model']}, {p['layers']} layers, {p['heads']} heads; adapter batch {ab}; "
+    print(f"hyper_icl step costs: d_model {p['d_model']}, {p['layers']} layers, {p['heads']} heads; "
+          f"adapter batch {ab}; "
           f"torch threads {torch.get_num_threads()}; student step = median over {args.repeats} of "
           f"(t({n2}) − t({n1})) / {n2 - n1}")
     print("\n| step | size | wall ms | CPU ms |\n|---|---|---|---|")

@@ -7,11 +7,12 @@ Lorentz layer distance on the query positions' hidden states).
 
 Episodes are the attribute world's items rendered as words: an item is ` c<colour> s<shape> n<count> ->`, a demo
 adds its answer digit and ` ;`, and the answer is read from the LM's next-token logits of the 9 answer digits
-(tokenised without a leading space; each must be one token). Every piece is tokenised on its own and the ids concatenated, so the query's ids are identical in the
-teacher's and the student's input; the teacher's query positions are its last |q| positions, as in the tiny
-backend. `model_path: tiny-llama` builds `paperflow.nn.trl_grpo.tiny_llama` with a word tokenizer over the episode
-vocabulary (random init unless `hf_lm.pretrain_steps` > 0: a mechanics check, not a result); any other path is
-loaded with `AutoModelForCausalLM.from_pretrained` (staged weights; nothing is downloaded at run time).
+(tokenised without a leading space; each must be one token). Every piece is tokenised on its own and the ids
+concatenated, so the query's ids are identical in the teacher's and the student's input; the teacher's query
+positions are its last |q| positions, as in the tiny backend. `model_path: tiny-llama` builds
+`paperflow.nn.trl_grpo.tiny_llama` with a word tokenizer over the episode vocabulary (random init unless
+`hf_lm.pretrain_steps` > 0: a mechanics check, not a result); any other path is loaded with
+`AutoModelForCausalLM.from_pretrained` (staged weights; nothing is downloaded at run time).
 
 The adapter wraps the model's attention modules (Llama / Qwen2 / Mistral layout: q_proj, k_proj, v_proj, o_proj,
 rotary embeddings from the model's own module, grouped KV heads repeated) and recomputes attention eagerly with

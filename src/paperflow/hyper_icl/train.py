@@ -140,7 +140,7 @@ def teacher_eval(net: Transformer, q: Mapping[str, np.ndarray]) -> np.ndarray:
 
 # ------------------------------------------------------------------------------------------------ students
 class LossSpec:
-    """One arm's objective `λ_ce·CE + α·T²·KL(p_T ‖ p_S) + β·Σ_ℓ w_ℓ·mean_i dist(map(h_S), map(h_T))` with the
+    """One arm's objective `λ_ce·CE + α·T²·KL(p_T ‖ p_S) + β·Σ_ℓ w_ℓ·mean_i dist(map(h_S), map(h_T))`, the
     fixed map's statistics taken from the teacher's states (shared by the tiny and the hf_lm backends)."""
 
     def __init__(self, arm: str, p: Mapping[str, Any], t_hidden: np.ndarray, layers: list[int]):
