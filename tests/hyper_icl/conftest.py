@@ -32,7 +32,8 @@ def small_data(seed: int = 0) -> dict[str, Any]:
 
 
 def adapter_params(**kw: Any) -> dict[str, Any]:
-    p = {"d_model": 64, "heads": 4, "layers": 3, "rank": 4, "gate_hidden": 2, "vkv_slots": 4, "lora_rank": 2,
+    p = {"d_model": 64, "heads": 4, "layers": 3, "rank": 4, "gate_hidden": 2, "vkv_slots": 4,
+         "shift_sites": ["residual", "attn_out"], "lora_rank": 2, "max_param_ratio": 2.0,
          "adapter_lr": 0.003, "adapter_batch": 16, "adapter_steps": 3, "lambda_ce": 1.0, "alpha": 1.0, "beta": 1.0,
          "kd_temperature": 2.0, "distill_layers": [1, 2, 3], "layer_weights": [], "curvature": 1.0,
          "map_scale": 0.125, "r_max_times_inv_sqrt_c": 4.0, "arcosh_eps": 1e-6}

@@ -5,9 +5,10 @@ import pytest
 import torch
 
 from paperflow.hyper_icl.data import load_split
-from paperflow.hyper_icl.model import (BOS, QRY, Student, build_base, icl_inputs, qry_positions, query_inputs,
-                                       sequences)
-from paperflow.hyper_icl.train import ARMS, EVAL_ONLY, run_arms, train_base, train_student, teacher_outputs
+from paperflow.hyper_icl.model import (BOS, QRY, Student, build_base, check_param_band, icl_inputs, qry_positions,
+                                       query_inputs, sequences)
+from paperflow.hyper_icl.train import (ARMS, EVAL_ONLY, param_band, run_arms, train_base, train_student,
+                                       teacher_outputs)
 
 from .conftest import adapter_params, default_section
 
@@ -44,6 +45,23 @@ def test_student_starts_as_zero_shot_and_trains_only_its_modules(kind):
                    for n in names)
 
 
+def test_shift_sites_add_vectors_at_the_residual_stream_and_the_attention_output():
+    torch.manual_seed(0)
+    base = build_base(32, adapter_params())
+    x = query_inputs(torch.randn(4, 32))
+    for sites in (["residual"], ["attn_out"], ["residual", "attn_out"]):
+        st = Student(base, "shift", adapter_params(shift_sites=sites))
+        names = {n for n, q in st.named_parameters() if q.requires_grad}
+        assert ("shift" in names) == ("residual" in sites)
+        assert any(n.endswith("attn.shift") for n in names) == ("attn_out" in sites)
+        with torch.no_grad():
+            for q in st.trainable():
+                q.normal_()
+            assert not torch.allclose(st(x).logits, base(x).logits, atol=1e-4)
+    with pytest.raises(ValueError, match="shift_sites"):
+        Student(base, "shift", adapter_params(shift_sites=["mlp"]))
+
+
 def test_lora_arm_uses_peft():
     p = adapter_params()
     st = Student(build_base(32, p), "lora", p)
@@ -63,15 +81,52 @@ def test_adaptive_gate_depends_on_the_query():
     assert torch.all((g > 0) & (g < 1))
 
 
+def _default_arms_params() -> dict:
+    from paperflow.hyper_icl.plan import arms_params
+
+    return arms_params(default_section(), seed=0, chunk=0)
+
+
 def test_default_parameter_counts_within_2x_of_the_gated_adapter():
-    cfg = default_section()
-    p = {**cfg["model"], **cfg["adapter"]}
-    base = build_base(cfg["data"]["vis_dim"], p)
-    n = {k: Student(base, k, p).n_trainable() for k in KINDS}
-    ratio = cfg["report"]["max_param_ratio"]
-    for k in ("vkv", "logit_fixed", "lora"):
-        assert 1 / ratio <= n[k] / n["logit_adaptive"] <= ratio, n
-    assert n["shift"] < n["logit_adaptive"] / ratio  # LIVE's form is smaller: reported as the exception
+    p = _default_arms_params()
+    base = build_base(default_section()["data"]["vis_dim"], p)
+    band = param_band(base, p)
+    assert set(band) == set(ARMS) - set(EVAL_ONLY)
+    ref = Student(base, "logit_adaptive", p).n_trainable()
+    for arm, b in band.items():
+        assert b["n_params"] == Student(base, ARMS[arm][0], p).n_trainable() > 0
+        assert 1 / p["max_param_ratio"] <= b["n_params"] / ref <= p["max_param_ratio"], band
+    # (c): one vector per query position at every hidden state 0..L and every attention output
+    L, P, D = p["layers"], 3, p["d_model"]
+    assert band["shift"]["n_params"] == (L + 1) * P * D + L * P * D
+
+
+@pytest.mark.parametrize("change, culprit", [({"shift_sites": ["residual"]}, "shift"),  # LIVE form alone: 0.33×
+                                             ({"lora_rank": 8}, "lora"), ({"vkv_slots": 1}, "vkv"),
+                                             ({"gate_hidden": 16}, "logit_fixed")])  # (f) grows: (e) falls out
+def test_param_band_raises_when_a_config_leaves_it(change, culprit):
+    p = {**_default_arms_params(), **change}
+    base = build_base(32, p)
+    with pytest.raises(ValueError, match=rf"outside \[0.50×, 2×\].*{culprit}: \d+ parameters"):
+        param_band(base, p)
+    assert param_band(base, {**p, "max_param_ratio": 100.0})  # the band, not the modules, failed
+
+
+def test_param_band_only_checks_the_configured_arms_but_always_against_f():
+    p = {**_default_arms_params(), "shift_sites": ["residual"], "arms": ["teacher", "vkv"]}
+    band = param_band(build_base(32, p), p)
+    assert set(band) == {"vkv"} and band["vkv"]["ratio"] == pytest.approx(1548 / 2346, abs=1e-4)
+    with pytest.raises(ValueError, match="shift"):
+        param_band(build_base(32, p), {**p, "arms": ["shift"]})
+
+
+def test_check_param_band_edges():
+    assert check_param_band({"logit_adaptive": 100, "a": 50, "b": 200}, 2.0) == {"logit_adaptive": 1.0, "a": 0.5,
+                                                                                   "b": 2.0}
+    with pytest.raises(ValueError, match="a: 49 parameters = 0.49×"):
+        check_param_band({"logit_adaptive": 100, "a": 49}, 2.0)
+    with pytest.raises(ValueError, match="reference"):
+        check_param_band({"a": 49}, 2.0)
 
 
 def test_distillation_arms_run_and_lorentz_differs_from_euclid(world):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from paperflow.hyper_icl.report import LABELS, claims
+from paperflow.core.stats import two_level_bootstrap
+from paperflow.hyper_icl.report import LABELS, claims, query_bootstrap
 
 from .conftest import default_section
 
@@ -14,7 +15,7 @@ CLAIMS = ["Hyper-ICL (h) improves accuracy over vanilla ICL", "Hyper-ICL (h) bea
           "Teacher signals alone help", "Distillation adds to gold-label CE"]
 
 
-def metrics(acc: dict[str, list[float]], chance: float = 0.2, n_q: int = 50) -> dict:
+def metrics(acc: dict[str, list[float]], chance: float = 0.2, n_q: int = 400) -> dict:
     """Synthetic metrics.json: per arm a list of per-seed accuracies (same for T1 and T2)."""
     rng = np.random.default_rng(0)
     targets = {}
@@ -84,3 +85,37 @@ def test_verdict_hyperbolic_null_when_ci_covers_zero():
     m = metrics({**GOOD, "gated_euclid": [0.8, 0.84, 0.80]})
     cl = [c for c in claims(m, default_section()) if c.claim.startswith("Lorentz")][0]
     assert cl.verdict == "inconclusive" and "null (CI includes 0)" in cl.measured
+
+
+def test_query_bootstrap_is_the_two_level_bootstrap_of_paired_differences():
+    m = metrics(GOOD)
+    arms = m["targets"]["T1"]["arms"]
+    d = np.array([np.subtract(arms["gated_lorentz"]["seeds"][s]["correct"], arms["gated_euclid"]["seeds"][s]["correct"])
+                  for s in ("0", "1", "2")])
+    e = query_bootstrap(m, "T1", "gated_lorentz", "gated_euclid", n_boot=500, seed=3)
+    ref = two_level_bootstrap(d, n_boot=500, seed=3)
+    assert (e.value, e.lo, e.hi, e.n) == (ref.value, ref.lo, ref.hi, 400)
+    assert query_bootstrap(m, "T1", "gated_lorentz", "not_an_arm", n_boot=100) is None
+
+
+def test_query_bootstrap_resamples_seeds_too():
+    # every query agrees within a seed, but seeds disagree in sign: a pooled (one-level) bootstrap over
+    # (seed, query) pairs would call this clearly positive; resampling seeds first must give a CI that covers 0
+    m = metrics(GOOD, n_q=200)
+    arms = m["targets"]["T1"]["arms"]
+    for s, (h, g) in zip(("0", "1", "2"), ((1.0, 0.0), (1.0, 0.0), (0.0, 1.0))):
+        arms["gated_lorentz"]["seeds"][s]["correct"] = [h] * 200
+        arms["gated_euclid"]["seeds"][s]["correct"] = [g] * 200
+    e = query_bootstrap(m, "T1", "gated_lorentz", "gated_euclid", n_boot=2000)
+    assert e.value == pytest.approx(1 / 3) and e.lo < 0 < e.hi
+
+
+def test_verdict_hyperbolic_needs_both_cis_to_agree():
+    # seed accuracies clearly apart (t CI > 0), but per-query correctness identical: the bootstrap covers 0
+    m = metrics({**GOOD, "gated_euclid": [0.7, 0.71, 0.72], "gated_lorentz": [0.8, 0.81, 0.83]})
+    for t in ("T1", "T2"):
+        arms = m["targets"][t]["arms"]
+        for s in ("0", "1", "2"):
+            arms["gated_lorentz"]["seeds"][s]["correct"] = list(arms["gated_euclid"]["seeds"][s]["correct"])
+    cl = [c for c in claims(m, default_section()) if c.claim.startswith("Lorentz")][0]
+    assert cl.verdict == "inconclusive" and "null (CI includes 0)" in cl.measured and "two-level" in cl.measured

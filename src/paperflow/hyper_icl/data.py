@@ -21,7 +21,8 @@ Files (directory written by `write_world`, read back by `load_split` / `load_wor
   task's own items, used by the students (query = last item) and their teacher;
 - `<T>_val.npz`, `<T>_test.npz`: queries `vis` float16 [Q, vis_dim], `label`/`colour`/`shape`/`count` int8 [Q],
   and `demo_draws` demo sets for the teacher: `demo_vis` float16 [Q, D, k, vis_dim], `demo_label` int8 [Q, D, k]
-  (D independent draws and orderings per query).
+  (D independent draws and orderings per query), and the demos' attributes `demo_colour`/`demo_shape`/`demo_count`
+  int8 [Q, D, k] (the `hf_lm` backend renders items as words).
 """
 
 from __future__ import annotations
@@ -129,7 +130,8 @@ def target_queries(target: str, n: int, n_draws: int, k: int, proj: np.ndarray, 
             "label": target_label(target, colour, shape, count, pi_star, warm).astype(np.int8),
             "colour": colour.astype(np.int8), "shape": shape.astype(np.int8), "count": count.astype(np.int8),
             "demo_vis": render(dc, ds, dn, proj, noise, rng).astype(np.float16),
-            "demo_label": target_label(target, dc, ds, dn, pi_star, warm).astype(np.int8)}
+            "demo_label": target_label(target, dc, ds, dn, pi_star, warm).astype(np.int8),
+            "demo_colour": dc.astype(np.int8), "demo_shape": ds.astype(np.int8), "demo_count": dn.astype(np.int8)}
 
 
 def _save(path: Path, arrays: Mapping[str, np.ndarray]) -> None:

@@ -7,7 +7,10 @@ in the remaining features, so the transformer's input projection acts as the tok
 The query q = (vis_q, QRY) is the last two positions; the student sees `[BOS] vis_q QRY` only.
 
 Student modules (all [recon] of the abstract; only they train, the base is frozen):
-- `shift` (LIVE-like): a learned vector per (hidden-state index, query position) added through `steer`;
+- `shift` (LIVE-like): learned vectors per query position, added at the configured sites (`shift_sites`):
+  `residual` — every hidden state 0..L (through `steer`); `attn_out` — every block's self-attention output
+  (LIVE's own site: it shifts the attention output, the "ICL as attention shift" view). Both by default, which
+  puts the arm inside the 2× parameter band of (f) (README);
 - `vkv` (HiFICL-like): per layer and head, `slots` virtual keys/values in a second softmax whose output is
   added with a per-head tanh gate (initialised 0, so the student starts as the zero-shot model);
 - `logit` adapter: a_ij = q_i·k_j/√d_h + g · (q_i U)(k_j V)ᵀ/√r on pre-rotary (content) q, k; V = 0 at init;
@@ -141,6 +144,24 @@ class AdaptedAttention(nn.Module):
         return b.proj(y.transpose(1, 2).reshape(B, T, D)), (w if need_weights else None)
 
 
+class ShiftedAttention(nn.Module):
+    """The base block's attention (frozen, shared by reference) with a learned vector per position added to its
+    output (LIVE's site). Zero at init, so the student starts as the zero-shot model."""
+
+    def __init__(self, base: Attention, positions: int, d_model: int):
+        super().__init__()
+        self.base = base
+        self.shift = nn.Parameter(torch.zeros(positions, d_model))
+
+    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | None,
+                need_weights: bool) -> tuple[Tensor, Tensor | None]:
+        a, w = self.base(x, cos, sin, mask, need_weights)
+        return a + self.shift[: x.shape[1]], w
+
+
+SHIFT_SITES = ("residual", "attn_out")
+
+
 class Student(nn.Module):
     """A frozen copy of the base model plus one arm's trainable modules. forward(x) → TransformerOutput."""
 
@@ -152,7 +173,14 @@ class Student(nn.Module):
             prm.requires_grad_(False)
         self.shift: nn.Parameter | None = None
         if arm_kind == "shift":
-            self.shift = nn.Parameter(torch.zeros(net.cfg.n_layers + 1, 1 + QUERY_LEN, net.cfg.d_model))
+            sites = list(p["shift_sites"])
+            if not sites or any(s not in SHIFT_SITES for s in sites):
+                raise ValueError(f"shift_sites must be a non-empty subset of {SHIFT_SITES}, got {sites}")
+            if "residual" in sites:
+                self.shift = nn.Parameter(torch.zeros(net.cfg.n_layers + 1, 1 + QUERY_LEN, net.cfg.d_model))
+            if "attn_out" in sites:
+                for blk in net.blocks:
+                    blk.attn = ShiftedAttention(blk.attn, 1 + QUERY_LEN, net.cfg.d_model)  # type: ignore[assignment]
         elif arm_kind in ("vkv", "logit_fixed", "logit_adaptive"):
             for blk in net.blocks:
                 blk.attn = AdaptedAttention(blk.attn, net.cfg.d_model, arm_kind, p)  # type: ignore[assignment]
@@ -177,6 +205,32 @@ class Student(nn.Module):
 
     def n_trainable(self) -> int:
         return int(sum(p.numel() for p in self.trainable()))
+
+
+# ------------------------------------------------------------------------------ parameter budget band
+REFERENCE_KIND = "logit_adaptive"  # (f): the gated logit adapter every arm is compared with
+BAND_KEYS = {"shift": "adapter.shift_sites", "vkv": "adapter.vkv_slots", "logit_fixed": "adapter.rank",
+             "logit_adaptive": "adapter.rank / adapter.gate_hidden", "lora": "adapter.lora_rank"}
+
+
+def trainable_counts(base: Transformer, p: Mapping[str, Any], kinds: list[str]) -> dict[str, int]:
+    """Trainable parameters of each student kind, counted on the modules themselves (built from `p` on `base`)."""
+    return {k: Student(base, k, p).n_trainable() for k in dict.fromkeys(kinds) if k != "none"}
+
+
+def check_param_band(counts: Mapping[str, int], max_ratio: float, ref: str = REFERENCE_KIND) -> dict[str, float]:
+    """Ratios count / count[ref]; raise ValueError naming every kind outside [1/max_ratio, max_ratio]."""
+    if ref not in counts or counts[ref] <= 0:
+        raise ValueError(f"parameter band: the reference {ref!r} has no trainable parameters ({dict(counts)})")
+    ratios = {k: n / counts[ref] for k, n in counts.items()}
+    bad = {k: r for k, r in ratios.items() if not 1 / max_ratio <= r <= max_ratio}
+    if bad:
+        lines = "; ".join(f"{k}: {counts[k]} parameters = {r:.2f}× (change {BAND_KEYS.get(k, 'its size keys')})"
+                          for k, r in bad.items())
+        raise ValueError(f"hyper_icl: trainable parameters outside [{1 / max_ratio:.2f}×, {max_ratio:g}×] of the "
+                         f"gated logit adapter (f) = {counts[ref]} parameters: {lines}. The spec keeps every arm "
+                         f"within {max_ratio:g}× of (f) (report.max_param_ratio).")
+    return ratios
 
 
 # ---------------------------------------------------------------------------------- geometry (float64)

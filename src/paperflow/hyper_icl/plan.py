@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-BACKENDS = ("tiny", "vlm")
+BACKENDS = ("tiny", "hf_lm", "vlm")
 
 
 def seeds(cfg: Mapping[str, Any]) -> list[int]:
@@ -31,11 +31,16 @@ def data_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
 
 def base_params(cfg: Mapping[str, Any], seed: int) -> dict[str, Any]:
     """Everything the base model of one seed depends on."""
-    return {"seed": int(seed), "backend": cfg["backend"], **dict(cfg["model"]), **dict(cfg["base"])}
+    return {"seed": int(seed), "backend": cfg["backend"], **dict(cfg["model"]), **dict(cfg["base"]), **_hf(cfg)}
 
 
 def arms_params(cfg: Mapping[str, Any], seed: int, chunk: int) -> dict[str, Any]:
     """Everything one arms job (one seed, one group of arms, every target task) depends on."""
     return {"targets": list(cfg["targets"]), "seed": int(seed), "chunk": int(chunk), "arms": chunks(cfg)[int(chunk)],
             "backend": cfg["backend"], "warm_colours": list(cfg["data"]["warm_colours"]), **dict(cfg["model"]),
-            **dict(cfg["adapter"])}
+            **dict(cfg["adapter"]), "max_param_ratio": float(cfg["report"]["max_param_ratio"]), **_hf(cfg)}
+
+
+def _hf(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The `hf_lm` settings, only in the hf_lm backend's jobs (the tiny jobs do not depend on them)."""
+    return {"hf_lm": dict(cfg["hf_lm"])} if cfg["backend"] == "hf_lm" else {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from paperflow.core.cli import stage
 from paperflow.core.io import Stage, read_json, write_json
@@ -19,7 +19,7 @@ from paperflow.hyper_icl import plan
 log = logging.getLogger(__name__)
 
 VLM_MSG = ("backend 'vlm' (paper scale: a VLM through HiFICL's harness) is not implemented in this "
-           "reconstruction; config/paper.yaml records the paths and GPU requests it would use")
+           "reconstruction; `backend: hf_lm` runs the same study on a Hugging Face causal LM (config/paper.yaml)")
 
 
 class DataParams(TypedDict):
@@ -59,6 +59,7 @@ class BaseParams(TypedDict):
     weight_decay: float
     warmup: float
     ckpt_every: int
+    hf_lm: NotRequired[dict[str, Any]]  # backend hf_lm only
 
 
 @stage(plan=plan.base_params)
@@ -66,8 +67,10 @@ def base(params: BaseParams, *, data: Path, weights: Path, out: Path, ckpt: Path
     """Pre-train the base model of one seed (resumable from `ckpt`); its ICL curve on held-out episodes to `out`."""
     import shutil
 
-    if params["backend"] != "tiny":
+    if params["backend"] == "vlm":
         raise NotImplementedError(VLM_MSG)
+    if params["backend"] == "hf_lm":
+        return _base_hf_lm(params, data=data, weights=weights, out=out)
     from paperflow.core.checkpoint import save_weights
     from paperflow.hyper_icl.data import PRETRAIN_TASKS, load_split
     from paperflow.hyper_icl.train import icl_curve, train_base
@@ -98,6 +101,7 @@ class ArmsParams(TypedDict):
     rank: int
     gate_hidden: int
     vkv_slots: int
+    shift_sites: list[str]
     lora_rank: int
     adapter_lr: float
     adapter_batch: int
@@ -112,20 +116,24 @@ class ArmsParams(TypedDict):
     map_scale: float
     r_max_times_inv_sqrt_c: float
     arcosh_eps: float
+    max_param_ratio: float
+    hf_lm: NotRequired[dict[str, Any]]  # backend hf_lm only
 
 
 @stage(plan=plan.arms_params)
 def arms(params: ArmsParams, *, data: Path, weights: Path, out: Path) -> dict[str, Any]:
     """Train and evaluate one group of arms on every target task with one seed's base model."""
-    if params["backend"] != "tiny":
+    if params["backend"] == "vlm":
         raise NotImplementedError(VLM_MSG)
+    if params["backend"] == "hf_lm":
+        return _arms_hf_lm(params, data=data, weights=weights, out=out)
     import numpy as np
     import torch
 
     from paperflow.core.checkpoint import load_weights
     from paperflow.hyper_icl.data import load_split
     from paperflow.hyper_icl.model import build_base
-    from paperflow.hyper_icl.train import run_arms
+    from paperflow.hyper_icl.train import param_band, run_arms
 
     seed = int(params["seed"])
     targets = list(params["targets"])
@@ -137,9 +145,71 @@ def arms(params: ArmsParams, *, data: Path, weights: Path, out: Path) -> dict[st
         load_weights(weights, net)
         for prm in net.parameters():
             prm.requires_grad_(False)
-        result: dict[str, Any] = {"params": dict(params), "targets": {}}
+        counts = param_band(net, params)  # raises when an arm leaves the band around (f)
+        log.info("trainable parameters (ratio to (f)): %s", counts)
+        result: dict[str, Any] = {"params": dict(params), "targets": {}, "param_band": counts}
         for t in targets:
             res = run_arms(list(params["arms"]), net, params, splits[t], t, list(params["warm_colours"]), seed)
+            y = splits[t]["test"]["label"]
+            result["targets"][t] = {"arms": res, "qid": list(range(len(y))),
+                                    "chance": float(np.bincount(y).max() / len(y))}
+            st.metrics[t] = {a: r["acc"] for a, r in res.items()}
+        write_json(out, result)
+    return st.metrics
+
+
+def _device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _base_hf_lm(params: Any, *, data: Path, weights: Path, out: Path) -> dict[str, Any]:
+    """hf_lm: the LM (optionally trained on the pre-training episodes: tiny-llama only) and its ICL curve. The
+    weights file holds the tiny LM's weights, or, for a loaded LM, no tensors and its path in the metadata (the
+    LM itself is never re-trained or copied)."""
+    from paperflow.core.checkpoint import save_weights
+    from paperflow.hyper_icl import hf_lm
+    from paperflow.hyper_icl.data import load_split
+
+    hp, seed = params["hf_lm"], int(params["seed"])
+    with Stage("hyper_icl.base", config=params, outputs=[weights, out], inputs=[data / "pretrain.npz"],
+               seed=seed) as st:
+        lm, tok = hf_lm.load_lm(hp, seed, _device())
+        codec = hf_lm.Codec(tok)
+        hist = hf_lm.pretrain(lm, codec, load_split(data, "pretrain"), hp, seed, float(hp["pretrain_lr"]),
+                              int(params["batch_size"]))
+        curve = hf_lm.icl_curve(lm, codec, load_split(data, "pretrain_val"), int(hp["eval_batch"]))
+        meta = {"seed": str(seed), "hf_model_path": str(hp["model_path"])}
+        save_weights(weights, lm if hp["model_path"] == hf_lm.TINY else {}, metadata=meta)
+        write_json(out, {"params": dict(params), "history": hist, "icl_curve": curve})
+        st.metrics = {"icl_acc_by_k": curve["all"]}
+    return st.metrics
+
+
+def _arms_hf_lm(params: Any, *, data: Path, weights: Path, out: Path) -> dict[str, Any]:
+    import numpy as np
+    import torch
+
+    from paperflow.core.checkpoint import load_weights
+    from paperflow.hyper_icl import hf_lm
+    from paperflow.hyper_icl.data import load_split
+
+    hp, seed = params["hf_lm"], int(params["seed"])
+    targets = list(params["targets"])
+    splits = {t: {s: load_split(data, f"{t}_{s}") for s in ("train", "val", "test")} for t in targets}
+    torch.set_grad_enabled(True)
+    with Stage("hyper_icl.arms", config=params, outputs=[out], seed=seed,
+               inputs=[weights] + [data / f"{t}_{s}.npz" for t in targets for s in ("train", "val", "test")]) as st:
+        lm, tok = hf_lm.load_lm(hp, seed, _device())
+        if hp["model_path"] == hf_lm.TINY:
+            lm.load_state_dict({k: v.to(next(lm.parameters()).device) for k, v in load_weights(weights).items()})
+        codec = hf_lm.Codec(tok)
+        counts = hf_lm.hf_param_band(lm, params, list(params["arms"]))  # raises outside the band / unknown arms
+        result: dict[str, Any] = {"params": dict(params), "targets": {}, "param_band": counts}
+        for t in targets:
+            res = hf_lm.run_arms(list(params["arms"]), lm, codec, params, splits[t], t,
+                                 list(params["warm_colours"]), seed)
             y = splits[t]["test"]["label"]
             result["targets"][t] = {"arms": res, "qid": list(range(len(y))),
                                     "chance": float(np.bincount(y).max() / len(y))}

@@ -16,8 +16,9 @@ from paperflow.core.checkpoint import has_checkpoint, load_training_state, save_
 from paperflow.core.schedule import lambda_lr
 from paperflow.core.seeding import seed_everything, stream
 from paperflow.hyper_icl.data import N_LABELS, coarse_of
-from paperflow.hyper_icl.model import (QUERY_LEN, Student, build_base, fixed_map, icl_inputs, layer_distance,
-                                       query_inputs, qry_positions, sequences, standardizer)
+from paperflow.hyper_icl.model import (QUERY_LEN, REFERENCE_KIND, Student, build_base, check_param_band, fixed_map,
+                                       icl_inputs, layer_distance, query_inputs, qry_positions, sequences,
+                                       standardizer, trainable_counts)
 from paperflow.nn.transformer import Transformer
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,16 @@ EVAL_ONLY = ("zero_shot", "teacher")
 
 def to_t(a: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(a))
+
+
+def param_band(base: Transformer, p: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """Trainable parameters of every configured trainable arm, counted on the built modules, and their ratio to
+    (f); raises ValueError (check_param_band) when one lies outside [1/max_param_ratio, max_param_ratio] × (f).
+    (f) is always built as the reference, even when this job does not train it."""
+    arms = [a for a in p["arms"] if a not in EVAL_ONLY]
+    counts = trainable_counts(base, p, [REFERENCE_KIND] + [ARMS[a][0] for a in arms])
+    ratios = check_param_band(counts, float(p["max_param_ratio"]))
+    return {a: {"n_params": counts[ARMS[a][0]], "ratio": round(ratios[ARMS[a][0]], 4)} for a in arms}
 
 
 # ------------------------------------------------------------------------------------------- base model
@@ -128,24 +139,55 @@ def teacher_eval(net: Transformer, q: Mapping[str, np.ndarray]) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------------------ students
+class LossSpec:
+    """One arm's objective `λ_ce·CE + α·T²·KL(p_T ‖ p_S) + β·Σ_ℓ w_ℓ·mean_i dist(map(h_S), map(h_T))`, the
+    fixed map's statistics taken from the teacher's states (shared by the tiny and the hf_lm backends)."""
+
+    def __init__(self, arm: str, p: Mapping[str, Any], t_hidden: np.ndarray, layers: list[int]):
+        _, geometry, ce_w, kd_w = ARMS[arm]
+        self.geometry = geometry
+        self.lam = float(p["lambda_ce"]) if ce_w is None else ce_w
+        self.alpha = float(p["alpha"]) if kd_w is None else kd_w
+        self.beta = float(p["beta"]) if geometry else 0.0
+        self.layers = list(layers)
+        self.w_l = torch.tensor(p["layer_weights"] if p["layer_weights"] else [1.0 / len(layers)] * len(layers),
+                                dtype=torch.float64)
+        self.mean, self.std = (torch.from_numpy(a) for a in standardizer(t_hidden))
+        self.T = float(p["kd_temperature"])
+        self.c, self.s, self.eps = float(p["curvature"]), float(p["map_scale"]), float(p["arcosh_eps"])
+        self.r_max = float(p["r_max_times_inv_sqrt_c"]) / self.c**0.5
+
+    def __call__(self, logits: torch.Tensor, y: torch.Tensor, t_logits: torch.Tensor, hidden: list[torch.Tensor],
+                 t_hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """logits [B, 9] and the student's query-position states per distilled layer ([B, P, D] each, only read
+        when β > 0) against the teacher's (t_logits [B, 9], t_hidden [B, |layers|, P, D]). → (loss, distance)."""
+        loss = self.lam * F.cross_entropy(logits, y) if self.lam else logits.new_zeros(())
+        if self.alpha:
+            T = self.T
+            kl = F.kl_div(F.log_softmax(logits / T, -1), F.log_softmax(t_logits / T, -1), log_target=True,
+                          reduction="batchmean")
+            loss = loss + self.alpha * T * T * kl
+        dist = torch.zeros((), dtype=torch.float64, device=logits.device)
+        if self.beta:
+            for li in range(len(self.layers)):
+                mean, std = self.mean[li].to(logits.device), self.std[li].to(logits.device)
+                vs = fixed_map(hidden[li], mean, std, self.s, self.r_max)
+                vt = fixed_map(t_hidden[:, li], mean, std, self.s, self.r_max)
+                dist = dist + self.w_l[li] * layer_distance(vs, vt, self.geometry, self.c,  # type: ignore[arg-type]
+                                                            self.eps).mean()
+            loss = loss + self.beta * dist.float()
+        return loss, dist
+
+
 def train_student(arm: str, base: Transformer, p: Mapping[str, Any], ep: Mapping[str, np.ndarray],
                   t_logits: np.ndarray, t_hidden: np.ndarray, seed: int) -> tuple[Student, list[dict[str, float]]]:
     """Train one arm's modules on the target task's episodes (the query is the last item of each)."""
-    kind, geometry, ce_w, kd_w = ARMS[arm]
+    kind = ARMS[arm][0]
     seed_everything(seed)
     student = Student(base, kind, p)
-    lam = float(p["lambda_ce"]) if ce_w is None else ce_w
-    alpha = float(p["alpha"]) if kd_w is None else kd_w
-    beta = float(p["beta"]) if geometry else 0.0
-    layers = list(p["distill_layers"])
-    w_l = torch.tensor(p["layer_weights"] if p["layer_weights"] else [1.0 / len(layers)] * len(layers),
-                       dtype=torch.float64)
-    mean, std = (torch.from_numpy(a) for a in standardizer(t_hidden))
+    spec = LossSpec(arm, p, t_hidden, list(p["distill_layers"]))
     q_vis, y = to_t(ep["vis"][:, -1]), to_t(ep["label"][:, -1])
     tl, th = to_t(t_logits), to_t(t_hidden)
-    T = float(p["kd_temperature"])
-    c, s, eps = float(p["curvature"]), float(p["map_scale"]), float(p["arcosh_eps"])
-    r_max = float(p["r_max_times_inv_sqrt_c"]) / c**0.5
     opt = torch.optim.Adam(student.trainable(), lr=float(p["adapter_lr"]))
     n, bs = q_vis.shape[0], int(p["adapter_batch"])
     per_epoch = max(1, n // bs)
@@ -157,21 +199,9 @@ def train_student(arm: str, base: Transformer, p: Mapping[str, Any], ep: Mapping
         if j == 0 or order.size == 0:
             order = stream(seed, arm, "epoch", epoch).permutation(n)
         idx = to_t(order[j * bs:(j + 1) * bs])
-        out = student(query_inputs(q_vis[idx]), output_hidden_states=beta > 0)
-        logits = out.logits[:, -1]
-        loss = lam * F.cross_entropy(logits, y[idx]) if lam else logits.new_zeros(())
-        if alpha:
-            kl = F.kl_div(F.log_softmax(logits / T, -1), F.log_softmax(tl[idx] / T, -1), log_target=True,
-                          reduction="batchmean")
-            loss = loss + alpha * T * T * kl
-        dist = torch.zeros((), dtype=torch.float64)
-        if beta:
-            for li, layer in enumerate(layers):
-                hs = out.hidden_states[layer][:, -QUERY_LEN:]
-                vs = fixed_map(hs, mean[li], std[li], s, r_max)
-                vt = fixed_map(th[idx, li], mean[li], std[li], s, r_max)
-                dist = dist + w_l[li] * layer_distance(vs, vt, geometry, c, eps).mean()  # type: ignore[arg-type]
-            loss = loss + beta * dist.float()
+        out = student(query_inputs(q_vis[idx]), output_hidden_states=spec.beta > 0)
+        hidden = [out.hidden_states[layer][:, -QUERY_LEN:] for layer in spec.layers] if spec.beta else []
+        loss, dist = spec(out.logits[:, -1], y[idx], tl[idx], hidden, th[idx])
         opt.zero_grad()
         loss.backward()
         opt.step()
