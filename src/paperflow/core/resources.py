@@ -29,8 +29,10 @@ Site settings (partition, account, constraint) never live here: they belong in t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 # What a stage may set under `<study>.resources.<stage>`; study schemas reuse this (see
 # `RESOURCES_SCHEMA`).
@@ -111,3 +113,12 @@ def stage_resources(config: Mapping[str, Any], study: str, stage: str, *, mem_mb
         for k in ("gpu_model", "cpus_per_gpu"):
             out.pop(k, None)
     return out
+
+
+def per_job(items: Sequence[T], n: int) -> list[list[T]]:
+    """`items` in consecutive groups of `n`, in order: the cells that share one job (job granularity:
+    every job pays interpreter + torch start-up once, so cells of seconds go several per job)."""
+    if int(n) < 1:
+        raise ValueError(f"per-job group size must be >= 1, got {n}")
+    items, n = list(items), int(n)
+    return [items[i:i + n] for i in range(0, len(items), n)]

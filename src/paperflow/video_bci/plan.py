@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from paperflow.core.resources import per_job
+
 
 def seeds(cfg: Mapping[str, Any]) -> list[int]:
     return list(range(int(cfg["seeds"])))
@@ -13,8 +15,7 @@ def seeds(cfg: Mapping[str, Any]) -> list[int]:
 
 def chunks(cfg: Mapping[str, Any]) -> list[list[str]]:
     """The configured arms, in order, in groups of `arms_per_job` (one torch start-up per group and seed)."""
-    arms, n = list(cfg["arms"]), int(cfg["arms_per_job"])
-    return [arms[i:i + n] for i in range(0, len(arms), n)]
+    return per_job(cfg["arms"], cfg["arms_per_job"])
 
 
 def arm_jobs(cfg: Mapping[str, Any]) -> list[tuple[int, int]]:
