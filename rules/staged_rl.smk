@@ -67,6 +67,9 @@ rule staged_rl_arms:
         f"{STAGED_RL_RES}/arms/s{{seed}}/c{{chunk}}.json",
     params:
         p=lambda w: as_json(staged_rl_plan.arms_params(config["staged_rl"], int(w.seed), int(w.chunk))),
+        # grpo_lite: finished arms and the current arm's training state (core.checkpoint); removed by the stage
+        # once the output is written
+        ckpt=lambda w: f"{STAGED_RL_MODELS}/s{w.seed}/arms_c{w.chunk}_ckpt",
     log:
         "logs/staged_rl/arms/s{seed}_c{chunk}.log",
     benchmark:
@@ -79,7 +82,7 @@ rule staged_rl_arms:
     shell:
         "python -m paperflow.core.accel launch --procs {resources.gpu} -- "
         "paperflow staged_rl arms --params {params.p:q} --data {input.data} --weights {input.weights} "
-        "--base {input.base} --out {output} > {log} 2>&1"
+        "--base {input.base} --out {output} --ckpt {params.ckpt} > {log} 2>&1"
 
 
 rule staged_rl_aggregate:

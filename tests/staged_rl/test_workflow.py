@@ -31,6 +31,7 @@ def test_every_arm_evaluated_after_every_stage(smk_run):
             assert set(s["eval"]) == {"perc", "text", "vis"} and len(s["eval"]["vis"]["correct"]) == m["n_test"] == 16
     assert [s["stage"] for s in m["arms"]["capsft_t_v"]["seeds"]["0"]["stages"]] == ["capsft", "text", "vis"]
     assert not (smk_run / "models/staged_rl/s0/ckpt").exists()
+    assert not (smk_run / "models/staged_rl/s0/arms_c0_ckpt").exists()  # the arms job's state, once it is done
     assert (smk_run / "models/staged_rl/s0/base.safetensors").exists()
     schema = smk_run / "data/staged_rl/world/world.json"
     assert json.loads(schema.read_text())["sizes"]["test_vis"] == 16

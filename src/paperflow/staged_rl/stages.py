@@ -111,21 +111,23 @@ class ArmsParams(TypedDict):
     kl_beta: float
     look_cost: float
     sft_lr: float
+    ckpt_every: int
     trl: dict[str, Any]
 
 
 @stage(plan=plan.arms_params)
-def arms(params: ArmsParams, *, data: Path, weights: Path, base: Path, out: Path) -> dict[str, Any]:
-    """Run one group of arms from one seed's base policy (grpo_lite or TRL); evaluate after every stage."""
-    import copy
+def arms(params: ArmsParams, *, data: Path, weights: Path, base: Path, out: Path, ckpt: Path) -> dict[str, Any]:
+    """Run one group of arms from one seed's base policy (grpo_lite or TRL); evaluate after every stage.
+    grpo_lite resumes from `ckpt` (finished arms and the current arm's training state), removed once `out`
+    is written."""
+    import shutil
 
     import torch
 
     from paperflow.core.checkpoint import load_weights
-    from paperflow.core.seeding import seed_everything
     from paperflow.staged_rl.data import load_world
     from paperflow.staged_rl.model import build_policy
-    from paperflow.staged_rl.train import load_sets, load_tests, run_arm
+    from paperflow.staged_rl.train import load_sets, load_tests, run_arms
 
     seed = int(params["seed"])
     b = read_json(base)
@@ -142,17 +144,12 @@ def arms(params: ArmsParams, *, data: Path, weights: Path, base: Path, out: Path
         else:
             base_net = build_policy(params, protos.shape[1])
             load_weights(weights, base_net)
-            sets = load_sets(data, b["filter"], params, seed)
-            tests = load_tests(data, params)
-            for arm in params["arms"]:
-                seed_everything(seed)
-                if arm == "base":
-                    result["arms"][arm] = {"stages": [{"stage": "base", "updates": 0, "history": [],
-                                                       "eval": b["eval"]}], "seconds": 0.0}
-                    continue
-                result["arms"][arm] = run_arm(arm, copy.deepcopy(base_net), sets, tests, protos, params, seed)
+            result["arms"] = run_arms(list(params["arms"]), base_net, b["eval"], load_sets(data, b["filter"], params,
+                                                                                              seed),
+                                      load_tests(data, params), protos, params, seed, ckpt)
         write_json(out, result)
         st.metrics = {a: r["stages"][-1]["eval"]["vis"]["acc"] for a, r in result["arms"].items()}
+    shutil.rmtree(ckpt, ignore_errors=True)
     return st.metrics
 
 
