@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from paperflow.core.resources import per_job
+
 
 def seeds(cfg: Mapping[str, Any]) -> list[int]:
     return list(range(int(cfg["seeds"])))
@@ -19,8 +21,7 @@ def arms_of_seed(cfg: Mapping[str, Any], seed: int) -> list[str]:
 
 
 def chunks(cfg: Mapping[str, Any], seed: int) -> list[list[str]]:
-    arms, n = arms_of_seed(cfg, seed), int(cfg["arms_per_job"])
-    return [arms[i:i + n] for i in range(0, len(arms), n)]
+    return per_job(arms_of_seed(cfg, seed), cfg["arms_per_job"])
 
 
 def arm_jobs(cfg: Mapping[str, Any]) -> list[tuple[int, int]]:
