@@ -66,3 +66,27 @@ def test_warmup_cosine_shape():
     assert warmup_cosine(100, 100, 0.1, floor=0.1) == 0.1
     vals = [warmup_cosine(s, 100, 10) for s in range(10, 101)]
     assert all(a >= b for a, b in zip(vals, vals[1:]))
+
+
+def test_job_dir_keeps_finished_units_and_drops_other_parameters(tmp_path) -> None:
+    from paperflow.core.checkpoint import finished_unit, keep_unit, stamp_job_dir
+
+    job = tmp_path / "job_ckpt"
+    assert stamp_job_dir(job, {"lr": 0.1, "arms": ("a", "b")}) is False
+    (job / "b").mkdir()
+    (job / "b" / "state.json").write_text("{}")  # unit b's training state, mid-run
+    keep_unit(job, "a", {"acc": 0.5})
+    assert finished_unit(job, "a") == {"acc": 0.5} and finished_unit(job, "b") is None
+    assert finished_unit(None, "a") is None
+    keep_unit(job, "b", {"acc": 0.7})
+    assert not (job / "b").exists() and finished_unit(job, "b") == {"acc": 0.7}
+    # same parameters (tuples read back as lists): everything kept
+    assert stamp_job_dir(job, {"lr": 0.1, "arms": ["a", "b"]}) is False
+    assert finished_unit(job, "a") == {"acc": 0.5}
+    # other parameters: nothing of the old run survives
+    assert stamp_job_dir(job, {"lr": 0.2, "arms": ["a", "b"]}) is True
+    assert finished_unit(job, "a") is None and finished_unit(job, "b") is None
+    # a folder without a stamp is not trusted either
+    (job / "params.json").unlink()
+    keep_unit(job, "a", {"acc": 0.1})
+    assert stamp_job_dir(job, {"lr": 0.2}) is True and finished_unit(job, "a") is None

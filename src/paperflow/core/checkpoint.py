@@ -146,3 +146,49 @@ def load_training_state(ckpt_dir: str | Path, *, model: Any, optimizer: Any | No
     if np_rng is not None and "np_rng" in meta:
         np_rng.bit_generator.state = meta["np_rng"]
     return {"step": int(meta["step"]), "extra": meta.get("extra", {})}
+
+
+# ---- a job of several units (arms, cells): keep finished units, drop state of other parameters --------
+
+STAMP_FILE = "params.json"
+
+
+def stamp_job_dir(ckpt_dir: str | Path, stamp: Mapping[str, Any]) -> bool:
+    """Make `ckpt_dir` the resume folder of a job whose results depend on `stamp` (JSON-able).
+
+    Whatever a run with another stamp left there (finished units, training state) is deleted first, so
+    state saved under other parameters is never resumed. Returns True when something was dropped."""
+    import shutil
+
+    from paperflow.core.io import read_json, write_json
+
+    ckpt_dir = Path(ckpt_dir)
+    stamp = json.loads(json.dumps(stamp))  # tuples -> lists, as read back
+    dropped = False
+    if ckpt_dir.exists() and (not (ckpt_dir / STAMP_FILE).exists() or read_json(ckpt_dir / STAMP_FILE) != stamp):
+        shutil.rmtree(ckpt_dir)
+        dropped = True
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    write_json(ckpt_dir / STAMP_FILE, stamp)
+    return dropped
+
+
+def finished_unit(ckpt_dir: str | Path | None, name: str) -> Any | None:
+    """The kept result of unit `name` of a stamped job folder, or None (not finished, or no folder)."""
+    from paperflow.core.io import read_json
+
+    if ckpt_dir is None or not (Path(ckpt_dir) / f"{name}.json").exists():
+        return None
+    return read_json(Path(ckpt_dir) / f"{name}.json")
+
+
+def keep_unit(ckpt_dir: str | Path | None, name: str, result: Any) -> None:
+    """Keep unit `name`'s result (atomic JSON) and delete its training state `<ckpt_dir>/<name>/`."""
+    import shutil
+
+    from paperflow.core.io import write_json
+
+    if ckpt_dir is None:
+        return
+    write_json(Path(ckpt_dir) / f"{name}.json", result)
+    shutil.rmtree(Path(ckpt_dir) / name, ignore_errors=True)

@@ -333,36 +333,30 @@ def run_arms(arms: list[str], base_net: Transformer, base_eval: Mapping[str, Any
     training state under `<ckpt>/<arm>/`, so a restarted job redoes neither; state written under other
     parameters (anything but `ckpt_every` and the job's arm list) is dropped first."""
     import copy
-    import shutil
 
-    from paperflow.core.io import read_json, write_json
+    from paperflow.core.checkpoint import finished_unit, keep_unit, stamp_job_dir
 
     if ckpt is not None:
         stamp = {"params": {k: v for k, v in p.items() if k not in ("ckpt_every", "arms", "chunk")},
                  "seed": int(seed)}
-        if (ckpt / "params.json").exists() and read_json(ckpt / "params.json") != json.loads(json.dumps(stamp)):
-            log.info("dropping training state saved under other parameters: %s", ckpt)
-            shutil.rmtree(ckpt)
-        ckpt.mkdir(parents=True, exist_ok=True)
-        write_json(ckpt / "params.json", stamp)
+        if stamp_job_dir(ckpt, stamp):
+            log.info("dropped training state saved under other parameters: %s", ckpt)
     out: dict[str, Any] = {}
     for arm in arms:
         if arm == "base":
             out[arm] = {"stages": [{"stage": "base", "updates": 0, "history": [], "eval": base_eval}],
                         "seconds": 0.0}
             continue
-        done = ckpt / f"{arm}.json" if ckpt is not None else None
-        if done is not None and done.exists():
-            out[arm] = read_json(done)
+        kept = finished_unit(ckpt, arm)
+        if kept is not None:
+            out[arm] = kept
             continue
         seed_everything(seed)
         r = run_arm(arm, copy.deepcopy(base_net), sets, tests, protos, p, seed,
                     ckpt / arm if ckpt is not None else None)
         assert r is not None
         out[arm] = r
-        if done is not None:
-            write_json(done, r)
-            shutil.rmtree(ckpt / arm, ignore_errors=True)
+        keep_unit(ckpt, arm, r)
     return out
 
 

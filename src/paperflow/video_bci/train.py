@@ -136,23 +136,17 @@ def run_arms(arms: list[str], p: Mapping[str, Any], splits: Mapping[str, Mapping
 
     With `ckpt` (a directory), a finished arm's result is kept as `<ckpt>/<arm>.json` and an unfinished arm's
     training state under `<ckpt>/<arm>/`, so a rerun of an interrupted job redoes neither."""
-    from paperflow.core.io import read_json, write_json
+    from paperflow.core.checkpoint import finished_unit, keep_unit, stamp_job_dir
     from paperflow.video_bci.model import predict
 
     out: dict[str, Any] = {}
     test = splits["test"]
     if ckpt is not None:  # state left by a run with other parameters is never resumed
-        import shutil
-
-        stamp = {"params": dict(p), "seed": int(seed)}
-        if (ckpt / "params.json").exists() and read_json(ckpt / "params.json") != stamp:
-            shutil.rmtree(ckpt)
-        ckpt.mkdir(parents=True, exist_ok=True)
-        write_json(ckpt / "params.json", stamp)
+        stamp_job_dir(ckpt, {"params": dict(p), "seed": int(seed)})
     for arm in arms:
-        done = ckpt / f"{arm}.json" if ckpt is not None else None
-        if done is not None and done.exists():
-            out[arm] = read_json(done)
+        kept = finished_unit(ckpt, arm)
+        if kept is not None:
+            out[arm] = kept
             continue
         if arm == "majority":
             a, tr = majority_vote(test)
@@ -163,6 +157,5 @@ def run_arms(arms: list[str], p: Mapping[str, Any], splits: Mapping[str, Mapping
         a, tr = predict(net, test, arm != "direct")
         out[arm] = {**metrics(a, tr, test), "curve": curve, "updates_to_90": updates_to_frac(curve),
                     "final_val_acc": curve[-1][1], **timing}
-        if done is not None:
-            write_json(done, out[arm])
+        keep_unit(ckpt, arm, out[arm])
     return out
