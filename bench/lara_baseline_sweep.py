@@ -1,9 +1,13 @@
 """Scratch sweep (issue 16 item 4): which task/data knobs bring LARA's no-alignment baseline (dit_only)
 into a 30-80% closed-loop success band. dit_only only, 1 seed, evaluated on VALIDATION episodes
-(env seed 5*10**5 + k, task list seed 2*10**6 + 3), never on the reported evaluation episodes
-(env seed 10**6 + seed, task list seed 10**6 + 1).
+(env seed 5*10**5, 5 tasks from task list seed 2*10**6 + 3, 6 episodes each), never on the reported evaluation
+episodes (env seed 10**6 + seed, task list seed 10**6 + 1). Appends one JSON line per run to
+/tmp/lara_sweep/sweep.jsonl (datasets cached there by a digest of the data parameters). `close_xy_z`: per episode,
+at the first closing command, [xy miss, height above the object top, object x, y, EEF x, y] (m).
+Keys starting with "_" are the sweep's own: _val_tasks, _val_eps, _slot (feed camera slot k instead of 0).
+Overrides are not schema-checked (simulator keys such as n_objects / grasp_xy go under sim.render).
 
-Usage: OMP_NUM_THREADS=1 python bench/lara_baseline_sweep.py TAG '{"json overrides of the robopolicy.lara section"}'
+Usage: PYTHONPATH=src OMP_NUM_THREADS=1 python bench/lara_baseline_sweep.py TAG '{"s3_steps": 600}'
 """
 
 from __future__ import annotations
