@@ -4,7 +4,8 @@ into a 30-80% closed-loop success band. dit_only only, 1 seed, evaluated on VALI
 episodes (env seed 10**6 + seed, task list seed 10**6 + 1). Appends one JSON line per run to
 /tmp/lara_sweep/sweep.jsonl (datasets cached there by a digest of the data parameters). `close_xy_z`: per episode,
 at the first closing command, [xy miss, height above the object top, object x, y, EEF x, y] (m).
-Keys starting with "_" are the sweep's own: _val_tasks, _val_eps, _slot (feed camera slot k instead of 0).
+Keys starting with "_" are the sweep's own: _val_tasks, _val_eps, _slot (feed camera slot k instead of 0),
+_tokens8 (scratch architecture probe: 8x8 image tokens instead of 4x4; not a task/data knob).
 Overrides are not schema-checked (simulator keys such as n_objects / grasp_xy go under sim.render).
 
 Usage: PYTHONPATH=src OMP_NUM_THREADS=1 python bench/lara_baseline_sweep.py TAG '{"s3_steps": 600}'
@@ -100,6 +101,13 @@ def main(tag: str, over: dict, root: str = "/tmp/lara_sweep") -> None:
     stats = read_stats(ddir)
     q = {**prm, "stats": stats}
     vla = lara.make_vla(prm)
+    if val.get("_tokens8"):  # scratch architecture probe: 8x8 image tokens (last conv stride 1), not in lara.py
+        import torch
+
+        d = prm["net"]["width"]
+        vla.cnn = torch.nn.Sequential(torch.nn.Conv2d(3, 32, 4, 2, 1), torch.nn.GELU(), torch.nn.Conv2d(32, 64, 4, 2, 1),
+                                      torch.nn.GELU(), torch.nn.Conv2d(64, d, 3, 1, 1), torch.nn.AdaptiveAvgPool2d(8))
+        vla.pos = torch.nn.Parameter(torch.randn(2 + 64 + prm["horizon"], d) * 0.02)
     da = lara.load_demos(ddir, "train", stats, prm["tasks_a"])
     db = lara.load_demos(ddir, "train", stats, prm["tasks_b"], prm["s3_demos"])
     rows: list = []
