@@ -98,3 +98,21 @@ def test_render_knobs_arm_scale_eef_colour_zoom():
     # a white wrist is brighter than the default dark grey one somewhere in the image
     assert imgs["white"].max() >= 240 and (imgs["white"] - imgs["base"]).max() > 100
     assert SimConfig.from_dict({"eef_rgb": [250, 250, 250]}).eef_rgb == (250.0, 250.0, 250.0)
+
+
+def test_world_knobs_n_objects_and_grasp_tolerance():
+    """sim n_objects / grasp_xy / grasp_z: defaults keep the old scenes (2-4 objects, 2.5 cm / 2 cm grasp);
+    a wider tolerance grasps where the default does not."""
+    cfg = SimConfig(width=32, height=24, views=(0,))
+    counts = {len(World(cfg, stream(0, "w", i)).objs) for i in range(40)}
+    assert counts == {2, 3, 4}
+    one = SimConfig.from_dict({"n_objects": [1, 1]})
+    assert one.n_objects == (1, 1) and {len(World(one, stream(0, "w", i)).objs) for i in range(10)} == {1}
+    grasped = {}
+    for name, c in {"default": cfg, "wide": SimConfig(**{**cfg.__dict__, "grasp_xy": 0.05})}.items():
+        w = World(c, stream(1, "w", 0), task_id="lift:red:cube")
+        o = w.objs[0]
+        w.p = np.array([o.pos[0] + 0.035, o.pos[1], o.pos[2] + o.size / 2])  # 3.5 cm beside the centre, at the top
+        w.step(np.array([0, 0, 0, 0, 0, 0, 0.0]), blocking=True)
+        grasped[name] = o.held
+    assert grasped == {"default": False, "wide": True}

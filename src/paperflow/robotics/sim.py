@@ -58,6 +58,9 @@ class SimConfig:
     arm_scale: float = 1.0  # radius multiplier of the drawn arm, wrist and fingers
     eef_rgb: tuple[float, float, float] | None = None  # wrist colour, drawn on top (None: dark grey, depth-sorted)
     zoom: float = 1.0  # focal-length multiplier of the fixed and side cameras
+    n_objects: tuple[int, int] = (2, 4)  # objects per scene, drawn uniformly in [lo, hi]
+    grasp_xy: float = 0.025  # a closing gripper grasps an object whose centre is this close in xy (m)
+    grasp_z: float = 0.02  # ... and whose top is this close to the EEF height (m)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SimConfig":
@@ -68,7 +71,7 @@ class SimConfig:
             d["distractors"] = {int(k): v for k, v in d["distractors"].items()}
         if d.get("eef_rgb") is not None:
             d["eef_rgb"] = tuple(float(c) for c in d["eef_rgb"])
-        for k in ("colors", "templates"):
+        for k in ("colors", "templates", "n_objects"):
             if k in d:
                 d[k] = tuple(d[k])
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
@@ -189,7 +192,7 @@ class World:
     def __init__(self, cfg: SimConfig, rng: np.random.Generator, task_id: str | None = None):
         self.cfg = cfg
         self.rng = rng
-        n_obj = int(rng.integers(2, 5))
+        n_obj = int(rng.integers(cfg.n_objects[0], cfg.n_objects[1] + 1))
         cols = list(rng.permutation(list(cfg.colors)))
         self.objs: list[Obj] = []
         while len(self.objs) < n_obj:
@@ -277,7 +280,8 @@ class World:
         if self.w < 0.5 and not any(o.held for o in self.objs):
             for o in self.objs:
                 top = o.pos[2] + o.size / 2
-                if np.linalg.norm(self.p[:2] - o.pos[:2]) < 0.025 and abs(self.p[2] - top) < 0.02:
+                near = np.linalg.norm(self.p[:2] - o.pos[:2]) < self.cfg.grasp_xy
+                if near and abs(self.p[2] - top) < self.cfg.grasp_z:
                     o.held, o.offset = True, o.pos - self.p
                     break
         # pushing: the EEF below an object's top shoves it out of its way
