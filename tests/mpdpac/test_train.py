@@ -61,3 +61,32 @@ def test_default_config_downweights_eos():
 
     cfg = validate_config({"results_dir": "r", "data_dir": "d", "models_dir": "m", "mpdpac": {"enabled": True}})
     assert plan.train_params(cfg["mpdpac"], 0)["eos_weight"] == 0.1
+
+
+def test_stratified_t_has_one_draw_per_bin_and_uniform_is_unchanged():
+    from paperflow.mpdpac.train import draw_t
+
+    t = draw_t(16, torch.Generator().manual_seed(3), "stratified")
+    assert sorted((t * 16).floor().long().tolist()) == list(range(16))
+    u = draw_t(16, torch.Generator().manual_seed(3), "uniform")
+    assert torch.equal(u, torch.rand(16, generator=torch.Generator().manual_seed(3)))
+    import pytest
+
+    with pytest.raises(ValueError, match="t_sampler"):
+        draw_t(4, torch.Generator(), "beta")
+
+
+def test_curriculum_draws_only_easy_scenes_before_its_end():
+    import numpy as np
+
+    from paperflow.mpdpac.train import batch_indices
+
+    easy = np.array([2, 5, 7])
+    rng = np.random.default_rng(0)
+    early = np.concatenate([batch_indices(s, 32, 100, easy, 10, rng) for s in range(10)])
+    assert set(early.tolist()) <= {2, 5, 7}
+    late = batch_indices(10, 256, 100, easy, 10, rng)
+    assert not set(late.tolist()) <= {2, 5, 7}
+    # curriculum off: the same draws as the plain uniform index draw
+    assert np.array_equal(batch_indices(0, 8, 100, easy, 0, np.random.default_rng(1)),
+                          np.random.default_rng(1).integers(0, 100, size=8))

@@ -21,11 +21,35 @@ log = logging.getLogger("paperflow.mpdpac.train")
 EPS = 1e-3
 
 
+def draw_t(B: int, gen: Any, sampler: str = "uniform") -> Any:
+    """B masking ratios in [0, 1): i.i.d. uniform, or stratified (one uniform offset, then t_i = (u + i/B) mod 1:
+    exactly one t in each interval [k/B, (k+1)/B), each t still marginally U(0, 1))."""
+    import torch
+
+    if sampler == "stratified":
+        return (torch.rand(1, generator=gen) + torch.arange(B) / B) % 1.0
+    if sampler == "uniform":
+        return torch.rand(B, generator=gen)
+    raise ValueError(f"unknown t_sampler {sampler!r} (uniform, stratified)")
+
+
+def batch_indices(step: int, bs: int, n: int, easy: np.ndarray, curriculum_steps: int,
+                  rng: np.random.Generator) -> np.ndarray:
+    """Training scenes for one step: before `curriculum_steps`, drawn only from `easy` (the scenes with few
+    objects); afterwards from all n. With curriculum_steps 0 this is the plain uniform draw."""
+    if step < curriculum_steps and len(easy):
+        return easy[rng.integers(0, len(easy), size=bs)]
+    return rng.integers(0, n, size=bs)
+
+
 def mdm_loss(model: Any, visual: Any, answer: Any, length: Any, special: Mapping[str, int], gen: Any,
-             eos_weight: float = 1.0) -> Any:
+             eos_weight: float = 1.0, t_sampler: str = "uniform") -> Any:
     """One batch's masked-diffusion loss. answer: [B, Lmax] (EOS beyond `length`), length: [B].
     eos_weight: weight of the EOS (padding) targets' terms, 1 = the LLaDA SFT form; below 1 keeps the
-    padding from dominating the loss (issue 17: with 1 the tiny backbone never learns to read the image)."""
+    padding from dominating the loss (issue 17: with 1 the tiny backbone never learns to read the image).
+    t_sampler: "uniform" draws t i.i.d. per sequence; "stratified" draws one offset and spreads the batch's t
+    evenly over (0, 1) (t_i = (u + i/B) mod 1, the low-discrepancy sampler of MDLM): each t is still U(0, 1),
+    so the 1/p-weighted objective is unchanged, only its batch variance is lower."""
     import torch
     import torch.nn.functional as F
 
@@ -33,7 +57,7 @@ def mdm_loss(model: Any, visual: Any, answer: Any, length: Any, special: Mapping
     Lb = int(length.max())
     ans = answer[:, :Lb]
     inside = torch.arange(Lb)[None, :] < length[:, None]
-    t = torch.rand(B, generator=gen)
+    t = draw_t(B, gen, t_sampler)
     p = (1 - EPS) * t + EPS
     m = (torch.rand(B, Lb, generator=gen) < p[:, None]) & inside
     noisy = torch.where(m, special["mask"], ans)
@@ -81,12 +105,15 @@ def train_model(p: Mapping[str, Any], data_path: str | Path, out: str | Path, ck
     visual = torch.from_numpy(tr.visual)
     answer = torch.from_numpy(tr.answer)
     length = torch.from_numpy(tr.length)
+    cur_steps = int(p.get("curriculum_steps") or 0)  # first steps: only scenes with ≤ curriculum_objects objects
+    easy = np.flatnonzero(tr.n_objects <= int(p.get("curriculum_objects") or 2))
     every = int(p["ckpt_every"])
     t0 = time.perf_counter()
     model.train()
     for step in range(start, steps):
-        idx = torch.from_numpy(np_rng.integers(0, len(tr), size=bs))
-        loss = mdm_loss(model, visual[idx], answer[idx], length[idx], special, gen, float(p["eos_weight"]))
+        idx = torch.from_numpy(batch_indices(step, bs, len(tr), easy, cur_steps, np_rng))
+        loss = mdm_loss(model, visual[idx], answer[idx], length[idx], special, gen, float(p["eos_weight"]),
+                        str(p.get("t_sampler", "uniform")))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), float(p["grad_clip"]))
