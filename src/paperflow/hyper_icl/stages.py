@@ -127,7 +127,6 @@ def arms(params: ArmsParams, *, data: Path, weights: Path, out: Path) -> dict[st
         raise NotImplementedError(VLM_MSG)
     if params["backend"] == "hf_lm":
         return _arms_hf_lm(params, data=data, weights=weights, out=out)
-    import numpy as np
     import torch
 
     from paperflow.core.checkpoint import load_weights
@@ -150,12 +149,17 @@ def arms(params: ArmsParams, *, data: Path, weights: Path, out: Path) -> dict[st
         result: dict[str, Any] = {"params": dict(params), "targets": {}, "param_band": counts}
         for t in targets:
             res = run_arms(list(params["arms"]), net, params, splits[t], t, list(params["warm_colours"]), seed)
-            y = splits[t]["test"]["label"]
-            result["targets"][t] = {"arms": res, "qid": list(range(len(y))),
-                                    "chance": float(np.bincount(y).max() / len(y))}
+            result["targets"][t] = _target_result(res, splits[t]["test"]["label"])
             st.metrics[t] = {a: r["acc"] for a, r in res.items()}
         write_json(out, result)
     return st.metrics
+
+
+def _target_result(arms: dict[str, Any], y: Any) -> dict[str, Any]:
+    """One target task's record of an arms job: per-arm results, query ids, majority-class chance."""
+    import numpy as np
+
+    return {"arms": arms, "qid": list(range(len(y))), "chance": float(np.bincount(y).max() / len(y))}
 
 
 def _device() -> str:
@@ -188,7 +192,6 @@ def _base_hf_lm(params: Any, *, data: Path, weights: Path, out: Path) -> dict[st
 
 
 def _arms_hf_lm(params: Any, *, data: Path, weights: Path, out: Path) -> dict[str, Any]:
-    import numpy as np
     import torch
 
     from paperflow.core.checkpoint import load_weights
@@ -210,9 +213,7 @@ def _arms_hf_lm(params: Any, *, data: Path, weights: Path, out: Path) -> dict[st
         for t in targets:
             res = hf_lm.run_arms(list(params["arms"]), lm, codec, params, splits[t], t,
                                  list(params["warm_colours"]), seed)
-            y = splits[t]["test"]["label"]
-            result["targets"][t] = {"arms": res, "qid": list(range(len(y))),
-                                    "chance": float(np.bincount(y).max() / len(y))}
+            result["targets"][t] = _target_result(res, splits[t]["test"]["label"])
             st.metrics[t] = {a: r["acc"] for a, r in res.items()}
         write_json(out, result)
     return st.metrics
