@@ -91,3 +91,20 @@ def test_sampling_is_reproducible(world):
     assert torch.equal(a.tokens, b.tokens) and torch.equal(a.feats, b.feats)
     for t in (SEE, ESEE, ANS, EOS, IMG):
         assert 0 <= t < net.cfg.vocab_size
+
+
+def test_cached_decoding_gives_the_tokens_of_full_recomputation(world):
+    """Rows grow at different rates (a `<look>` adds a scene copy): the cached decoder's window restarts at the
+    earliest uncached position of a live row, so its tokens equal those of recomputing every prefix."""
+    p = small_params()
+    protos = torch.from_numpy(load_world(world)["protos"])
+    net = build_policy(p, 8)
+    with torch.no_grad():
+        net.head.weight[LOOK] += 0.5 * net.norm.weight.sign() * net.head.weight.abs().max()  # looks happen
+    pr = make_prompts(load_split(world, "test_vis"), None, 14)
+    out = {c: generate(net, pr, protos, 0.35, greedy=False, max_new=8, max_looks=2,
+                       gen=torch.Generator().manual_seed(5), cache=c) for c in (False, True)}
+    assert len(set(out[False].n_looks.tolist())) > 1 and len(set(out[False].n_tokens.tolist())) > 1
+    assert torch.equal(out[True].tokens, out[False].tokens) and torch.equal(out[True].feats, out[False].feats)
+    g = {c: generate(net, pr, protos, 0.35, greedy=True, max_new=8, max_looks=2, cache=c) for c in (False, True)}
+    assert torch.equal(g[True].tokens, g[False].tokens)

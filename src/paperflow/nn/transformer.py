@@ -8,6 +8,10 @@
 - causal or bidirectional attention (`TransformerConfig.causal`), an optional padding mask;
 - input: token ids (LongTensor [B, T], `vocab_size`) or continuous features (float [B, T, input_dim],
   a linear projection), or both configured and chosen by the input's dtype; optional output head;
+- incremental decoding (causal only): `forward(x, kv_cache=cache, cache_start=s)` reads positions
+  s..s+T-1, writes their keys and values into a `KVCache` (from `new_kv_cache`) and attends to the
+  cached positions 0..s-1 as well; recomputing from s overwrites what was cached there, so a decoder may
+  restart from any position whose prefix changed;
 - hooks: `forward(x, output_hidden_states=True, output_attentions=True)` returns every layer's hidden
   state and attention map, and `steer={layer: vector}` adds a vector to a layer's hidden state
   (steering / suppression) before it flows on.
@@ -64,6 +68,21 @@ class TransformerOutput:
     attentions: tuple[Tensor, ...] | None = None  # n_layers entries of [B, n_heads, T, T], rows sum to 1
 
 
+class KVCache:
+    """Keys and values of every layer for positions 0..capacity-1 of B sequences ([B, H, capacity, hd] each,
+    after RoPE). Filled by `Transformer.forward(..., kv_cache=, cache_start=)`."""
+
+    def __init__(self, n_layers: int, batch: int, n_heads: int, capacity: int, head_dim: int,
+                 dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu"):
+        shape = (batch, n_heads, capacity, head_dim)
+        self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(n_layers)]
+        self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(n_layers)]
+        self.capacity = capacity
+
+    def layer(self, i: int) -> tuple[Tensor, Tensor]:
+        return self.k[i], self.v[i]
+
+
 class Rotary(nn.Module):
     """RoPE tables. `inv_freq` (buffer, [head_dim / 2]) and `position_scale` (float) are read at every
     call: rescale them in place (or override `tables`) to change the model's positional frequencies."""
@@ -96,11 +115,19 @@ class Attention(nn.Module):
         self.dropout = cfg.dropout
 
     def forward(self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | None,
-                need_weights: bool) -> tuple[Tensor, Tensor | None]:
-        """mask: additive float mask broadcastable to [B, H, T, T] (0 = attend, very negative = blocked)."""
+                need_weights: bool, cache: tuple[Tensor, Tensor] | None = None,
+                start: int = 0) -> tuple[Tensor, Tensor | None]:
+        """mask: additive float mask broadcastable to [B, H, T, S] (0 = attend, very negative = blocked), S = T
+        without a cache, start + T with one (`cache`: this layer's key and value buffers; x holds positions
+        start..start+T-1, whose keys and values are written there)."""
         B, T, D = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        if cache is not None:
+            ck, cv = cache
+            ck[:, :, start:start + T] = k
+            cv[:, :, start:start + T] = v
+            k, v = ck[:, :, :start + T], cv[:, :, :start + T]
         p_drop = self.dropout if self.training else 0.0
         if need_weights:  # explicit path: the attention map is returned
             scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
@@ -135,8 +162,12 @@ class Block(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
 
     def forward(self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | None,
-                need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
-        a, w = self.attn(self.norm1(x), cos, sin, mask, need_weights)
+                need_weights: bool = False, cache: tuple[Tensor, Tensor] | None = None,
+                start: int = 0) -> tuple[Tensor, Tensor | None]:
+        if cache is None:  # (attention replacements written for the plain call keep working)
+            a, w = self.attn(self.norm1(x), cos, sin, mask, need_weights)
+        else:
+            a, w = self.attn(self.norm1(x), cos, sin, mask, need_weights, cache, start)
         x = x + self.drop(a)
         return x + self.drop(self.mlp(self.norm2(x))), w
 
@@ -176,14 +207,22 @@ class Transformer(nn.Module):
             raise ValueError("token-id input needs TransformerConfig.vocab_size")
         return self.embed(x)
 
+    def new_kv_cache(self, batch: int, capacity: int) -> KVCache:
+        """An empty key/value cache for incremental decoding of `batch` sequences of up to `capacity` tokens."""
+        if not self.cfg.causal:
+            raise ValueError("a key/value cache needs a causal model")
+        p = next(self.parameters())
+        return KVCache(self.cfg.n_layers, batch, self.cfg.n_heads, capacity, self.cfg.head_dim, p.dtype, p.device)
+
     def attention_mask(self, T: int, padding_mask: Tensor | None, dtype: torch.dtype,
-                       device: torch.device) -> Tensor | None:
-        """Additive mask [B or 1, 1, T, T]: causal and/or blocking padded keys (padding_mask [B, T]: True/1
-        = real token). A padded query still attends (to the real keys), so no row is fully blocked unless a
-        sequence has no real token before it in causal mode; its output is then meaningless, never NaN."""
+                       device: torch.device, past: int = 0) -> Tensor | None:
+        """Additive mask [B or 1, 1, T, past + T]: causal and/or blocking padded keys (padding_mask
+        [B, past + T]: True/1 = real token); `past` cached positions come before the T queries. A padded query
+        still attends (to the real keys), so no row is fully blocked unless a sequence has no real token before
+        it in causal mode; its output is then meaningless, never NaN."""
         allowed = None
         if self.cfg.causal:
-            allowed = torch.ones(T, T, dtype=torch.bool, device=device).tril()[None, None]
+            allowed = torch.ones(T, past + T, dtype=torch.bool, device=device).tril(diagonal=past)[None, None]
         if padding_mask is not None:
             keys = padding_mask.to(torch.bool)[:, None, None, :]
             allowed = keys if allowed is None else allowed & keys
@@ -193,19 +232,31 @@ class Transformer(nn.Module):
 
     def forward(self, x: Tensor, *, padding_mask: Tensor | None = None, positions: Tensor | None = None,
                 output_hidden_states: bool = False, output_attentions: bool = False,
-                steer: Mapping[int, Tensor] | None = None) -> TransformerOutput:
-        """x: token ids [B, T] or features [B, T, input_dim]. positions: [T] or [B, T] (default 0..T-1).
+                steer: Mapping[int, Tensor] | None = None, kv_cache: KVCache | None = None,
+                cache_start: int = 0) -> TransformerOutput:
+        """x: token ids [B, T] or features [B, T, input_dim]. positions: [T] or [B, T] (default 0..T-1, or
+        cache_start..cache_start+T-1 with a cache).
         steer: {layer index i in 0..n_layers: vector [d_model] or [B, T, d_model]} added to hidden_states[i]
-        (0 = the embedding output, i + 1 = the output of block i) before the next block reads it."""
+        (0 = the embedding output, i + 1 = the output of block i) before the next block reads it.
+        kv_cache: x holds positions cache_start.. of the cached sequences; their keys and values are written
+        to the cache and the queries also attend to cached positions 0..cache_start-1 (padding_mask then
+        covers all cache_start + T keys; attention maps are [B, H, T, cache_start + T])."""
         h = self.drop(self.embed_inputs(x))
         B, T = h.shape[:2]
+        past = 0
+        if kv_cache is not None:
+            if not self.cfg.causal:
+                raise ValueError("a key/value cache needs a causal model")
+            past = int(cache_start)
+            if past < 0 or past + T > kv_cache.capacity:
+                raise ValueError(f"positions {past}..{past + T - 1} outside the cache's {kv_cache.capacity}")
         if positions is None:
-            positions = torch.arange(T, device=h.device)
+            positions = torch.arange(past, past + T, device=h.device)
         cos, sin = self.rotary.tables(positions)
         if cos.dim() == 3:  # per-sequence positions [B, T, hd] → broadcast over heads
             cos, sin = cos[:, None], sin[:, None]
         cos, sin = cos.to(h.dtype), sin.to(h.dtype)
-        mask = self.attention_mask(T, padding_mask, h.dtype, h.device)
+        mask = self.attention_mask(T, padding_mask, h.dtype, h.device, past)
         steer = steer or {}
         if any(not 0 <= i <= len(self.blocks) for i in steer):
             raise ValueError(f"steer layers must be in 0..{len(self.blocks)}, got {sorted(steer)}")
@@ -218,7 +269,8 @@ class Transformer(nn.Module):
                 hidden.append(h)
             if i == len(self.blocks):
                 break
-            h, w = self.blocks[i](h, cos, sin, mask, output_attentions)
+            h, w = self.blocks[i](h, cos, sin, mask, output_attentions,
+                                  kv_cache.layer(i) if kv_cache is not None else None, past)
             if output_attentions:
                 attns.append(w)  # type: ignore[arg-type]
         out = self.norm(h)

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from paperflow.nn.transformer import Transformer, TransformerConfig
+from paperflow.nn.transformer import KVCache, Transformer, TransformerConfig
 from paperflow.staged_rl.data import CAPTION, COLOURS, DESCRIBE, IMAGE, PERC, TEXT, VIS
 
 MAX_NUM = 12
@@ -39,11 +39,13 @@ def build_policy(p: Mapping[str, Any], feat_dim: int) -> Transformer:
                                          out_dim=len(VOCAB), causal=True))
 
 
-def forward(net: Transformer, tokens: Tensor, feats: Tensor, img: Tensor) -> Tensor:
-    """Logits [B, T, V]; image positions add in_proj(slot vector) to the `<img>` embedding (steer at layer 0)."""
+def forward(net: Transformer, tokens: Tensor, feats: Tensor, img: Tensor, cache: KVCache | None = None,
+            start: int = 0) -> Tensor:
+    """Logits [B, T, V]; image positions add in_proj(slot vector) to the `<img>` embedding (steer at layer 0).
+    With `cache`, the inputs are positions start.. of the cached sequences (`Transformer.forward`'s kv_cache)."""
     assert net.in_proj is not None
     vis = net.in_proj(feats) * img[..., None].to(feats.dtype)
-    return net(tokens, steer={0: vis}).logits  # type: ignore[return-value]
+    return net(tokens, steer={0: vis}, kv_cache=cache, cache_start=start).logits  # type: ignore[return-value]
 
 
 # ------------------------------------------------------------------------------------------------ sequences
@@ -181,8 +183,13 @@ class Rollout:
 
 @torch.no_grad()
 def generate(net: Transformer, pr: Prompts, protos: Tensor, sigma: float, *, greedy: bool, max_new: int,
-             max_looks: int, gen: torch.Generator | None = None) -> Rollout:
-    """Sample (or greedily decode) completions for every prompt row; `<look>` appends a fresh scene copy."""
+             max_looks: int, gen: torch.Generator | None = None, cache: bool = True) -> Rollout:
+    """Sample (or greedily decode) completions for every prompt row; `<look>` appends a fresh scene copy.
+
+    cache=True: incremental decoding with a key/value cache. Rows grow at different rates (a `<look>` adds
+    1 + n_slots positions), so each step recomputes the window from the earliest position not yet cached for a
+    live row to the longest row (positions a row has not reached yet are recomputed once it does). The same
+    computation as cache=False up to float rounding (tested: same greedy tokens, logits within 1e-5)."""
     B, n_slots = len(pr), pr.colours.shape[1]
     T = int(pr.plen.max()) + max_new + max_looks * n_slots
     tokens = torch.full((B, T), PAD, dtype=torch.long)
@@ -197,9 +204,15 @@ def generate(net: Transformer, pr: Prompts, protos: Tensor, sigma: float, *, gre
     acted = torch.zeros(B, dtype=torch.long)
     rows = torch.arange(B)
     offs = torch.arange(n_slots)
+    kv = net.new_kv_cache(B, T) if cache else None
+    cached = torch.zeros(B, dtype=torch.long)  # per row: positions 0..cached-1 hold final keys/values
     for _ in range(max_new):
         L = int(cur.max())
-        logits = forward(net, tokens[:, :L], feats[:, :L], img[:, :L])[rows, cur - 1]
+        w = int(cached[~done].min()) if kv is not None else 0
+        out = forward(net, tokens[:, w:L], feats[:, w:L], img[:, w:L], kv, w)
+        logits = out[rows, (cur - 1 - w).clamp(min=0)]  # (finished rows: ignored)
+        if kv is not None:
+            cached = cur.clone()  # everything before a row's current end is final
         if greedy:
             tok = logits.argmax(-1)
         else:
