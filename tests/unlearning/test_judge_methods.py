@@ -32,6 +32,27 @@ def test_rouge_recall_and_keyfact_judge():
         make_judge("nli", nli_model=None)
 
 
+def test_memoized_rouge_equals_rouge_scores_own_tokenizer():
+    """The judge's memoized tokenizer/stemmer gives rouge-score's own numbers, repeats included."""
+    from rouge_score import rouge_scorer
+
+    from paperflow.unlearning.judge import _scorer
+
+    plain = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
+    golds = ["The author was born in Kalotor .", "Her novels, 'Running Waters' (1998), won prizes!",
+             "Generously studied; relational databases — running, runs, ran."]
+    resps = ["", "   ", "the AUTHOR was born", "novels won running prizes prizes", "Kalotor Kalotor 1998",
+             "generous studies relate to running runners", "ran runs running run", "é ü ß 42", golds[1]]
+    for _ in range(2):  # the second pass reads the memo
+        for g in golds:
+            for r in resps:
+                want = plain.score(g, r)["rougeL"]
+                got = _scorer().score(g, r)["rougeL"]
+                assert got == want
+                if r.strip():
+                    assert rougeL_recall(r, g) == want.recall
+
+
 def test_registry_is_discovered_from_the_method_modules():
     from paperflow.core.config import load_config
     from paperflow.unlearning.methods import import_all, module_names

@@ -18,11 +18,45 @@ JudgeFn = Callable[[str, dict[str, Any]], tuple[int, dict[str, float]]]
 JUDGES: Registry[Callable[..., JudgeFn]] = Registry("leak judge")
 
 
+class _MemoStemmer:
+    """nltk's Porter stemmer with a per-word memo (a pure function of the word; nltk keeps none)."""
+
+    def __init__(self) -> None:
+        from nltk.stem import porter
+
+        self._stem = lru_cache(maxsize=1 << 16)(porter.PorterStemmer().stem)
+
+    def stem(self, word: str) -> str:
+        return self._stem(word)
+
+
+def _cached_tokenizer():
+    """rouge-score's default tokenizer (`use_stemmer=True`), memoized per text and per stemmed word.
+
+    The same tokens as `RougeScorer(["rougeL"], use_stemmer=True)` computes (`rouge_score.tokenize` with a
+    Porter stemmer, tested equal); the judge re-tokenizes each gold answer once per response and the tiny
+    models repeat words and whole responses, so most of the stemming was repeated work."""
+    from rouge_score import tokenize, tokenizers
+
+    class CachedTokenizer(tokenizers.Tokenizer):
+        def __init__(self) -> None:
+            self._stemmer = _MemoStemmer()
+            self._memo = lru_cache(maxsize=1 << 17)(self._tokenize)
+
+        def _tokenize(self, text: str) -> tuple[str, ...]:
+            return tuple(tokenize.tokenize(text, self._stemmer))
+
+        def tokenize(self, text: str) -> list[str]:
+            return list(self._memo(text))
+
+    return CachedTokenizer()
+
+
 @lru_cache(maxsize=1)
 def _scorer():
     from rouge_score import rouge_scorer
 
-    return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
+    return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True, tokenizer=_cached_tokenizer())
 
 
 @lru_cache(maxsize=1 << 17)
