@@ -69,53 +69,84 @@ if "unlearning" in ENABLED:
         shell:
             "paperflow unlearning finetune --params {params.p:q} --data {input.data} {params.tok} --out {output} > {log} 2>&1"
 
-    rule unlearning_unlearn:
-        input:
-            data=UL_DATA,
-            full=lambda w: f"{UL_MODELS}/seed{ul_plan.ref_seed(_UL, w.seed)}/full",
-            retain=lambda w: f"{UL_MODELS}/seed{ul_plan.ref_seed(_UL, w.seed)}/retain",
-        output:
-            directory(f"{UL_MODELS}/seed{{seed}}/{{ul_method}}"),
-        wildcard_constraints:
-            ul_method=_UL_METHODS,
-        params:
-            p=lambda w: as_json(ul_plan.unlearn_params(_UL, w.ul_method, int(w.seed))),
-        log:
-            f"logs/unlearning/{_UL_RUN}/unlearn/{{ul_method}}_seed{{seed}}.log",
-        benchmark:
-            f"benchmarks/unlearning/{_UL_RUN}/unlearn/{{ul_method}}_seed{{seed}}.tsv"
-        threads: 1
-        resources:
-            **stage_resources("unlearning", "unlearn", mem_mb=4000, runtime=60),
-        conda:
-            "../envs/unlearning.yaml"
-        shell:
-            "paperflow unlearning unlearn --params {params.p:q} --data {input.data} --full {input.full} "
-            "--retain {input.retain} --out {output} > {log} 2>&1"
+    # unlearn.jobs: seed (tiny default) = every unlearned, RULE and control model of a seed in one job
+    # (stage `train`); unlearn.jobs: model (paper scale) = one GPU job per (model, seed). The same model
+    # directories and manifests either way.
+    if _UL["unlearn"]["jobs"] == "seed":
 
-    rule unlearning_rule:
-        input:
-            data=UL_DATA,
-            base=f"{UL_MODELS}/seed{{seed}}/{{ul_base}}",
-        output:
-            directory(f"{UL_MODELS}/seed{{seed}}/{{ul_kind}}_{{ul_base}}"),
-        wildcard_constraints:
-            ul_kind="rule|control",
-            ul_base=_UL_BASES,
-        params:
-            p=lambda w: as_json(ul_plan.rule_params(_UL, w.ul_kind, w.ul_base, int(w.seed))),
-        log:
-            f"logs/unlearning/{_UL_RUN}/rule/{{ul_kind}}_{{ul_base}}_seed{{seed}}.log",
-        benchmark:
-            f"benchmarks/unlearning/{_UL_RUN}/rule/{{ul_kind}}_{{ul_base}}_seed{{seed}}.tsv"
-        threads: 1
-        resources:
-            **stage_resources("unlearning", "rule", mem_mb=4000, runtime=60),
-        conda:
-            "../envs/unlearning.yaml"
-        shell:
-            "paperflow unlearning rule --params {params.p:q} --data {input.data} --base {input.base} "
-            "--out {output} > {log} 2>&1"
+        rule unlearning_train:
+            input:
+                data=UL_DATA,
+                full=lambda w: f"{UL_MODELS}/seed{ul_plan.ref_seed(_UL, w.seed)}/full",
+                retain=lambda w: f"{UL_MODELS}/seed{ul_plan.ref_seed(_UL, w.seed)}/retain",
+            output:
+                [directory(f"{UL_MODELS}/seed{{seed}}/{m}") for m in ul_plan.train_models(_UL)],
+            wildcard_constraints:
+                seed=r"\d+",
+            params:
+                p=lambda w: as_json(ul_plan.train_group(_UL, int(w.seed))),
+            log:
+                f"logs/unlearning/{_UL_RUN}/train/seed{{seed}}.log",
+            benchmark:
+                f"benchmarks/unlearning/{_UL_RUN}/train/seed{{seed}}.tsv"
+            threads: 1
+            resources:
+                **stage_resources("unlearning", "train", mem_mb=4000, runtime=60),
+            conda:
+                "../envs/unlearning.yaml"
+            shell:
+                "paperflow unlearning train --params {params.p:q} --data {input.data} --full {input.full} "
+                "--retain {input.retain} --out {output} > {log} 2>&1"
+
+    else:
+
+        rule unlearning_unlearn:
+            input:
+                data=UL_DATA,
+                full=lambda w: f"{UL_MODELS}/seed{ul_plan.ref_seed(_UL, w.seed)}/full",
+                retain=lambda w: f"{UL_MODELS}/seed{ul_plan.ref_seed(_UL, w.seed)}/retain",
+            output:
+                directory(f"{UL_MODELS}/seed{{seed}}/{{ul_method}}"),
+            wildcard_constraints:
+                ul_method=_UL_METHODS,
+            params:
+                p=lambda w: as_json(ul_plan.unlearn_params(_UL, w.ul_method, int(w.seed))),
+            log:
+                f"logs/unlearning/{_UL_RUN}/unlearn/{{ul_method}}_seed{{seed}}.log",
+            benchmark:
+                f"benchmarks/unlearning/{_UL_RUN}/unlearn/{{ul_method}}_seed{{seed}}.tsv"
+            threads: 1
+            resources:
+                **stage_resources("unlearning", "unlearn", mem_mb=4000, runtime=60),
+            conda:
+                "../envs/unlearning.yaml"
+            shell:
+                "paperflow unlearning unlearn --params {params.p:q} --data {input.data} --full {input.full} "
+                "--retain {input.retain} --out {output} > {log} 2>&1"
+
+        rule unlearning_rule:
+            input:
+                data=UL_DATA,
+                base=f"{UL_MODELS}/seed{{seed}}/{{ul_base}}",
+            output:
+                directory(f"{UL_MODELS}/seed{{seed}}/{{ul_kind}}_{{ul_base}}"),
+            wildcard_constraints:
+                ul_kind="rule|control",
+                ul_base=_UL_BASES,
+            params:
+                p=lambda w: as_json(ul_plan.rule_params(_UL, w.ul_kind, w.ul_base, int(w.seed))),
+            log:
+                f"logs/unlearning/{_UL_RUN}/rule/{{ul_kind}}_{{ul_base}}_seed{{seed}}.log",
+            benchmark:
+                f"benchmarks/unlearning/{_UL_RUN}/rule/{{ul_kind}}_{{ul_base}}_seed{{seed}}.tsv"
+            threads: 1
+            resources:
+                **stage_resources("unlearning", "rule", mem_mb=4000, runtime=60),
+            conda:
+                "../envs/unlearning.yaml"
+            shell:
+                "paperflow unlearning rule --params {params.p:q} --data {input.data} --base {input.base} "
+                "--out {output} > {log} 2>&1"
 
     # eval.jobs: seed (tiny default) = sample + judge of every model of a seed in one job (stage `sample`
     # with --metrics); eval.jobs: model (paper scale) = a sampling job (GPU) and a judging job (CPU) per

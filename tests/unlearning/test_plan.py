@@ -1,6 +1,8 @@
 """Planning of the fused sample + judge jobs (eval.jobs: seed vs model)."""
 from pathlib import Path
 
+import pytest
+
 from paperflow.core.config import load_config
 from paperflow.unlearning import plan
 
@@ -24,4 +26,43 @@ def test_one_job_per_seed_plans_what_one_job_per_model_plans():
 
 def test_paper_scale_keeps_a_sampling_and_a_judging_job_per_model():
     paper = load_config(REPO / "config" / "paper.yaml", {"unlearning.enabled": True})["unlearning"]
-    assert paper["eval"]["jobs"] == "model"
+    assert paper["eval"]["jobs"] == "model" and paper["unlearn"]["jobs"] == "model"
+
+
+def test_one_training_job_per_seed_plans_what_the_per_model_jobs_plan():
+    """`unlearn.jobs: seed` trains every unlearned, RULE and control model of a seed in one job; each model
+    keeps exactly the parameters of its per-model job, and the granularity itself is in no model's."""
+    cfg = load_config(REPO / "config" / "config.yaml")["unlearning"]
+    assert cfg["unlearn"]["jobs"] == "seed"
+    per_model = load_config(REPO / "config" / "config.yaml", {"unlearning.unlearn.jobs": "model"})["unlearning"]
+    for seed in cfg["seeds"]:
+        group = plan.train_group(cfg, seed)
+        assert list(group["unlearn"]) + list(group["rule"]) == plan.train_models(cfg)
+        assert set(plan.train_models(cfg)) == set(plan.model_names(cfg)) - set(plan.REFERENCE_MODELS)
+        for m, p in group["unlearn"].items():
+            assert p == plan.unlearn_params(per_model, m, seed) and "jobs" not in p["unlearn"]
+        for name, p in group["rule"].items():
+            kind, base = name.split("_", 1)
+            assert p == plan.rule_params(per_model, kind, base, seed) and base in group["unlearn"]
+
+
+def test_the_train_stage_runs_each_model_with_its_own_parameters_and_base(monkeypatch, tmp_path):
+    from paperflow.unlearning import stages
+
+    cfg = load_config(REPO / "config" / "config.yaml")["unlearning"]
+    group = plan.train_group(cfg, 1)
+    calls = []
+    monkeypatch.setattr(stages, "unlearn", lambda p, **kw: calls.append(("unlearn", p, kw)) or {"m": p["method"]})
+    monkeypatch.setattr(stages, "rule", lambda p, **kw: calls.append(("rule", p, kw)) or {"m": p["kind"]})
+    names = plan.train_models(cfg)
+    out = [tmp_path / n for n in names]
+    res = stages.train(group, data=tmp_path / "d", full=tmp_path / "f", retain=tmp_path / "r", out=out)
+    assert list(res) == names and [c[1] for c in calls] == [*group["unlearn"].values(), *group["rule"].values()]
+    for (what, p, kw), o in zip(calls, out):
+        assert kw["out"] == o
+        if what == "rule":  # on top of this job's own model of its base method
+            assert kw["base"] == tmp_path / p["base"] and p["base"] in group["unlearn"]
+        else:
+            assert kw["full"] == tmp_path / "f" and kw["retain"] == tmp_path / "r"
+    with pytest.raises(SystemExit, match="--out"):
+        stages.train(group, data=tmp_path, full=tmp_path, retain=tmp_path, out=out[:-1])

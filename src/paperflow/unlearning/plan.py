@@ -73,7 +73,8 @@ def check_method(name: str, entry: Mapping[str, Any]) -> None:
 
 
 def unlearn_params(cfg: Mapping[str, Any], method: str, seed: int) -> dict[str, Any]:
-    d, u = cfg["data"], dict(cfg["unlearn"])
+    d = cfg["data"]
+    u = {k: v for k, v in cfg["unlearn"].items() if k != "jobs"}  # job granularity changes no model
     m = dict(cfg["methods"][method])
     check_method(method, m)
     u["lr"] = m["lr"] if m["lr"] is not None else u["lr"]
@@ -95,6 +96,22 @@ def rule_params(cfg: Mapping[str, Any], kind: str, base_method: str, seed: int) 
             "prompts_per_batch": cfg["eval"]["prompts_per_batch"]}
     return {**base_p, "kind": kind, "base": base, "rule": proc,
             "sample_seed": int(seed) + r["seed_offset"]}
+
+
+def train_models(cfg: Mapping[str, Any]) -> list[str]:
+    """The models a seed's training job writes (`unlearn.jobs: seed`): every method, then RULE/controls."""
+    return list(cfg["methods"]) + rule_models(cfg)
+
+
+def train_group(cfg: Mapping[str, Any], seed: int) -> dict[str, Any]:
+    """The train stage's plan: every unlearned model of run seed `seed` (each with exactly its
+    `unlearn_params`), then every RULE / control model on top of them (each with its `rule_params`)."""
+    rules = {}
+    for name in rule_models(cfg):
+        kind, base = name.split("_", 1)
+        rules[name] = rule_params(cfg, kind, base, seed)
+    return {"seed": int(seed), "unlearn": {m: unlearn_params(cfg, m, seed) for m in cfg["methods"]},
+            "rule": rules}
 
 
 def sample_params(cfg: Mapping[str, Any], model: str, seed: int) -> dict[str, Any]:

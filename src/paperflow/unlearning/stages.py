@@ -54,6 +54,12 @@ class RuleParams(UnlearnParams):
     sample_seed: int
 
 
+class TrainGroupParams(TypedDict):
+    seed: int
+    unlearn: dict[str, UnlearnParams]
+    rule: dict[str, RuleParams]
+
+
 class SampleParams(TypedDict):
     model: str
     seed: int
@@ -284,6 +290,32 @@ def rule(params: RuleParams, *, data: Path, base: Path, out: Path) -> dict[str, 
         log.info("%s %s: %s", params["kind"], params["base"], st.metrics)
     shutil.rmtree(ck, ignore_errors=True)
     return st.metrics
+
+
+@stage(plan=plan.train_group)
+def train(params: TrainGroupParams, *, data: Path, full: Path, retain: Path, out: list[Path]) -> dict[str, Any]:
+    """Every unlearned model of a seed, then every RULE / control model on top of them, in one process
+    (`unlearn.jobs: seed`, the tiny default: each model takes seconds, so separate jobs mostly paid the
+    interpreter and torch start-up). Each model is exactly what the `unlearn` / `rule` stage writes for
+    it (same function, same parameters, same manifest; each reseeds from its own parameters). --out lists
+    the model directories in the order of params.unlearn, then params.rule.
+
+    Interrupted, the model in progress resumes from its `<out>.ckpt/`; models this job had already
+    finished are trained again (Snakemake removes all outputs of an incomplete job)."""
+    names = list(params["unlearn"]) + list(params["rule"])
+    out = list(out)
+    if len(out) != len(names) or len(set(map(str, out))) != len(out):
+        raise SystemExit(f"train: {len(names)} models in --params ({', '.join(names)}) but {len(out)} --out "
+                         "directories (one per model, in that order)")
+    dirs = dict(zip(names, out))
+    res: dict[str, Any] = {}
+    for m, p in params["unlearn"].items():
+        res[m] = unlearn(p, data=data, full=full, retain=retain, out=dirs[m])
+    for name, p in params["rule"].items():
+        if p["base"] not in dirs or p["base"] not in params["unlearn"]:
+            raise SystemExit(f"train: {name} needs base model {p['base']!r}, which this job does not train")
+        res[name] = rule(p, data=data, base=dirs[p["base"]], out=dirs[name])
+    return res
 
 
 # ---------------------------------------------------------------- evaluation
