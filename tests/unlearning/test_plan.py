@@ -56,13 +56,16 @@ def test_the_train_stage_runs_each_model_with_its_own_parameters_and_base(monkey
     monkeypatch.setattr(stages, "rule", lambda p, **kw: calls.append(("rule", p, kw)) or {"m": p["kind"]})
     names = plan.train_models(cfg)
     out = [tmp_path / n for n in names]
-    res = stages.train(group, data=tmp_path / "d", full=tmp_path / "f", retain=tmp_path / "r", out=out)
+    shuffled = out[::-2] + out[-2::-2]  # Snakemake passes an unnamed output list in its own order
+    assert sorted(shuffled) == sorted(out) and shuffled != out
+    res = stages.train(group, data=tmp_path / "d", full=tmp_path / "f", retain=tmp_path / "r", out=shuffled)
     assert list(res) == names and [c[1] for c in calls] == [*group["unlearn"].values(), *group["rule"].values()]
     for (what, p, kw), o in zip(calls, out):
-        assert kw["out"] == o
+        assert kw["out"] == o and o.name == (p["method"] if what == "unlearn" else f"{p['kind']}_{p['base']}")
         if what == "rule":  # on top of this job's own model of its base method
             assert kw["base"] == tmp_path / p["base"] and p["base"] in group["unlearn"]
         else:
             assert kw["full"] == tmp_path / "f" and kw["retain"] == tmp_path / "r"
-    with pytest.raises(SystemExit, match="--out"):
-        stages.train(group, data=tmp_path, full=tmp_path, retain=tmp_path, out=out[:-1])
+    for bad in (out[:-1], out[:-1] + [tmp_path / "x" / names[0]], out[:-1] + [tmp_path / "other"]):
+        with pytest.raises(SystemExit, match="--out"):
+            stages.train(group, data=tmp_path, full=tmp_path, retain=tmp_path, out=bad)

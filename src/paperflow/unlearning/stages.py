@@ -298,16 +298,17 @@ def train(params: TrainGroupParams, *, data: Path, full: Path, retain: Path, out
     (`unlearn.jobs: seed`, the tiny default: each model takes seconds, so separate jobs mostly paid the
     interpreter and torch start-up). Each model is exactly what the `unlearn` / `rule` stage writes for
     it (same function, same parameters, same manifest; each reseeds from its own parameters). --out lists
-    the model directories in the order of params.unlearn, then params.rule.
+    one directory per model, named after the model (`<models>/seed<s>/<name>`), in any order: each is
+    matched by its name, never by position (Snakemake does not keep the declared order of an unnamed
+    list of outputs).
 
     Interrupted, the model in progress resumes from its `<out>.ckpt/`; models this job had already
     finished are trained again (Snakemake removes all outputs of an incomplete job)."""
     names = list(params["unlearn"]) + list(params["rule"])
-    out = list(out)
-    if len(out) != len(names) or len(set(map(str, out))) != len(out):
-        raise SystemExit(f"train: {len(names)} models in --params ({', '.join(names)}) but {len(out)} --out "
-                         "directories (one per model, in that order)")
-    dirs = dict(zip(names, out))
+    dirs = {Path(o).name: Path(o) for o in out}
+    if len(dirs) != len(list(out)) or set(dirs) != set(names):
+        raise SystemExit(f"train: --out must be one directory per model, named after it: expected "
+                         f"{sorted(names)}, got {sorted(Path(o).name for o in out)}")
     res: dict[str, Any] = {}
     for m, p in params["unlearn"].items():
         res[m] = unlearn(p, data=data, full=full, retain=retain, out=dirs[m])
