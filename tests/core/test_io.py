@@ -88,3 +88,25 @@ def test_seed_everything_sets_torch_deterministic_without_importing_inductor():
             "torch.is_deterministic_algorithms_warn_only_enabled(), 'torch._inductor' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["True", "True", "False"]
+
+
+def test_seed_everything_seeds_torch_imported_after_it():
+    """A stage that seeds and only then imports torch (lazily, e.g. through transformers) must get the
+    same weights in every process: torch seeds its default generator at random per process."""
+    import subprocess
+    import sys
+
+    code = ("from paperflow.core.seeding import seed_everything; seed_everything(3); import torch; "
+            "print(torch.initial_seed(), float(torch.rand(1)))")
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+            for _ in range(2)]
+    assert runs[0][0] == "3" and runs[0] == runs[1]
+
+
+def test_seed_everything_torch_false_leaves_an_unimported_torch_alone():
+    import subprocess
+    import sys
+
+    code = ("import sys; from paperflow.core.seeding import seed_everything; seed_everything(3, torch=False); "
+            "print('torch' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split() == ["False"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import random
 import sys
 import zlib
@@ -15,14 +16,21 @@ def stream(seed: int, *keys: int | str) -> np.random.Generator:
     return np.random.default_rng(ints)
 
 
-def seed_everything(seed: int) -> None:
-    """Seed python, numpy's legacy global RNG and torch (if it is already imported)."""
+def seed_everything(seed: int, *, torch: bool = True) -> None:
+    """Seed python, numpy's legacy global RNG and torch.
+
+    torch is imported here when it is installed: a stage that seeds first and imports torch later
+    (lazily, through transformers or its model module) would otherwise build its model from torch's
+    default generator, which torch seeds at random in every process, so the same job gave other weights
+    on every run. `torch=False` (numpy-only stages) seeds torch only if it is already imported."""
     random.seed(seed)
     np.random.seed(seed % 2**32)
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        torch.manual_seed(seed)
-        set_deterministic(torch)
+    mod = sys.modules.get("torch")
+    if mod is None and torch and importlib.util.find_spec("torch") is not None:
+        import torch as mod  # noqa: PLC0415  (deliberately lazy: see the docstring)
+    if mod is not None:
+        mod.manual_seed(seed)
+        set_deterministic(mod)
 
 
 def set_deterministic(torch) -> None:  # noqa: ANN001  (the torch module, passed in: this file never imports it)
