@@ -90,3 +90,52 @@ def test_job_dir_keeps_finished_units_and_drops_other_parameters(tmp_path) -> No
     (job / "params.json").unlink()
     keep_unit(job, "a", {"acc": 0.1})
     assert stamp_job_dir(job, {"lr": 0.2}) is True and finished_unit(job, "a") is None
+
+
+def test_safetensors_metadata_order_never_changes_the_bytes(tmp_path):
+    """safetensors keeps `__metadata__` in a hash map: without the canonical header, equal tensors and
+    metadata gave other bytes in another process (seen as changed checkpoints between two runs)."""
+    import subprocess
+    import sys
+
+    import torch
+    from safetensors import safe_open
+
+    from paperflow.core.checkpoint import canonical_safetensors_header, load_weights, save_weights
+
+    code = ("import sys, torch; from paperflow.core.checkpoint import save_weights; "
+            "meta = dict(zip(sys.argv[2::2], sys.argv[3::2])); "
+            "save_weights(sys.argv[1], {'w': torch.arange(6.0).reshape(2, 3), 'b': torch.ones(3)}, meta)")
+    keys = [f"key{i}" for i in range(12)]
+    paths = []
+    for n, order in enumerate((keys, keys[::-1], keys[3:] + keys[:3])):
+        p = tmp_path / f"w{n}.safetensors"
+        argv = [x for k in order for x in (k, f"value of {k}\n")]
+        subprocess.run([sys.executable, "-c", code, str(p), *argv], check=True)
+        paths.append(p)
+    blobs = [p.read_bytes() for p in paths]
+    assert blobs[0] == blobs[1] == blobs[2]
+    with safe_open(str(paths[0]), "pt") as f:
+        assert f.metadata() == {k: f"value of {k}\n" for k in keys}
+    sd = load_weights(paths[0])
+    assert torch.equal(sd["w"], torch.arange(6.0).reshape(2, 3)) and torch.equal(sd["b"], torch.ones(3))
+    # already canonical, or no metadata: untouched
+    assert canonical_safetensors_header(paths[0]) is False
+    bare = tmp_path / "bare.safetensors"
+    save_weights(bare, {"w": torch.zeros(2)})
+    before = bare.read_bytes()
+    assert canonical_safetensors_header(bare) is False and bare.read_bytes() == before
+
+
+def test_canonical_header_leaves_a_header_it_cannot_reproduce_alone(tmp_path):
+    import json
+
+    p = tmp_path / "odd.safetensors"
+    header = b'{"__metadata__": {"b": "1", "a": "2"}, "w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}'
+    header += b" " * (-len(header) % 8)
+    p.write_bytes(len(header).to_bytes(8, "little") + header + b"\x00\x00\x80\x3f")
+    before = p.read_bytes()
+    from paperflow.core.checkpoint import canonical_safetensors_header
+
+    assert canonical_safetensors_header(p) is False and p.read_bytes() == before
+    assert json.loads(header)["__metadata__"] == {"b": "1", "a": "2"}

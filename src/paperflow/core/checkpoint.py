@@ -30,11 +30,53 @@ def _to_cpu(t: Any) -> Any:
     return t.detach().to("cpu").contiguous()
 
 
+def canonical_safetensors_header(path: str | Path) -> bool:
+    """Sort the `__metadata__` keys of a safetensors header in place, so equal tensors + metadata give
+    equal bytes.
+
+    safetensors' writer keeps the metadata in a hash map, so its key order (and the file's bytes and
+    digest) changes from process to process although every tensor and value is the same: a rerun
+    looked like a changed checkpoint to DVC and to our manifests. Only the header's JSON text is
+    rewritten (a permutation of the same pairs: same length, same padding, tensor offsets unchanged).
+    Left untouched (returns False) if there is no metadata, it is already sorted, or re-serializing the
+    parsed header does not reproduce the file's header byte for byte (a writer we do not know)."""
+    with open(path, "r+b") as f:
+        n = int.from_bytes(f.read(8), "little")
+        raw = f.read(n)
+        text = raw.rstrip(b" ")
+        header = json.loads(text)
+
+        def dump(h: dict) -> bytes:
+            return json.dumps(h, separators=(",", ":"), ensure_ascii=False).encode()
+
+        meta = header.get("__metadata__")
+        if not meta or dump(header) != text:
+            return False
+        header["__metadata__"] = dict(sorted(meta.items()))
+        new = dump(header)
+        if new == text or len(new) != len(text):
+            return False
+        f.seek(8)
+        f.write(new)
+    return True
+
+
+def save_safetensors(tensors: Mapping[str, Any], path: str | Path, metadata: Mapping[str, str] | None = None) -> None:
+    """`safetensors.torch.save_file` (torch tensors) or `safetensors.numpy.save_file` (numpy arrays) with a
+    canonical header (:func:`canonical_safetensors_header`); not atomic by itself (use `atomic_path`)."""
+    first = next(iter(tensors.values()), None)
+    if isinstance(first, np.ndarray):
+        from safetensors.numpy import save_file
+    else:
+        from safetensors.torch import save_file
+    save_file(dict(tensors), str(path), metadata=dict(metadata or {}))
+    if metadata:
+        canonical_safetensors_header(path)
+
+
 def save_weights(path: str | Path, model_or_state: Any, metadata: Mapping[str, str] | None = None) -> Path:
     """Write a model's state_dict (or a dict of tensors) as one safetensors file, atomically.
     Tied/shared tensors are cloned so safetensors accepts them."""
-    from safetensors.torch import save_file
-
     sd = model_or_state.state_dict() if hasattr(model_or_state, "state_dict") else model_or_state
     seen: dict[int, str] = {}
     out = {}
@@ -44,7 +86,7 @@ def save_weights(path: str | Path, model_or_state: Any, metadata: Mapping[str, s
         out[k] = v.clone() if ptr in seen else v
         seen.setdefault(ptr, k)
     with atomic_path(path) as tmp:
-        save_file(out, str(tmp), metadata=dict(metadata or {}))
+        save_safetensors(out, tmp, metadata)
     return Path(path)
 
 

@@ -47,8 +47,7 @@ def encode_tokens(texts: Sequence[str], batch_size: int = 128) -> tuple[np.ndarr
 
 
 def write_text_embeddings(phrases: Sequence[str], styles: dict[str, str], out: Path) -> dict[str, tuple[int, ...]]:
-    from safetensors.numpy import save_file
-
+    from paperflow.core.checkpoint import save_safetensors
     from paperflow.core.io import atomic_path
 
     arrays: dict[str, np.ndarray] = {}
@@ -56,7 +55,7 @@ def write_text_embeddings(phrases: Sequence[str], styles: dict[str, str], out: P
         t, m, s = encode_tokens([template.format(p) for p in phrases])
         arrays[f"{st}.tokens"], arrays[f"{st}.mask"], arrays[f"{st}.sentence"] = t, m, s
     with atomic_path(out) as tmp:
-        save_file(arrays, str(tmp), metadata={"phrases": "\n".join(phrases)})
+        save_safetensors(arrays, tmp, {"phrases": "\n".join(phrases)})
     return {k: tuple(v.shape) for k, v in arrays.items()}
 
 

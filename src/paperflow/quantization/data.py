@@ -15,8 +15,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
+from paperflow.core.checkpoint import save_safetensors
 from paperflow.core.seeding import stream
 from paperflow.lm.corpus import read_split
 
@@ -31,7 +32,7 @@ def build_tokens(corpus_dir: str | Path, fmt: str, model_dir: str | Path, out: s
         ids = tok(text, add_special_tokens=False)["input_ids"]
         tensors[split] = torch.tensor(ids, dtype=torch.int32)
         stats[split] = {"chars": len(text), "tokens": len(ids)}
-    save_file(tensors, str(out), metadata={"tokenizer": str(model_dir)})
+    save_safetensors(tensors, out, {"tokenizer": str(model_dir)})
     return stats
 
 

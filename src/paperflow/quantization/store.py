@@ -22,8 +22,9 @@ import shutil
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
+from paperflow.core.checkpoint import save_safetensors
 from paperflow.quantization.e2m import Int4Layer, TernaryLayer
 from paperflow.quantization.pack import pack_int4, pack_ternary, unpack_int4, unpack_ternary
 from paperflow.quantization.qmodel import QLinear, load_fp_model, qlinears, wrap_linears
@@ -84,7 +85,7 @@ def save_quantized(out_dir: str | Path, model, records: dict, base_dir: str | Pa
             tensors[f"{name}.bias"] = lin.bias.cpu().contiguous()
             comp["bias"] += _nbytes(tensors[f"{name}.bias"])
         layers[name] = info
-    save_file(tensors, str(out / "quantized.safetensors"), metadata={"format": "paperflow-quant", "version": str(FORMAT_VERSION)})
+    save_safetensors(tensors, out / "quantized.safetensors", {"format": "paperflow-quant", "version": str(FORMAT_VERSION)})
     file_bytes = (out / "quantized.safetensors").stat().st_size
     meta = {"format_version": FORMAT_VERSION, "method": method, "base_model": str(base_dir), "layers": layers}
     (out / "quant.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
