@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import random
 import sys
 import zlib
@@ -26,8 +25,11 @@ def seed_everything(seed: int, *, torch: bool = True) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     mod = sys.modules.get("torch")
-    if mod is None and torch and importlib.util.find_spec("torch") is not None:
-        import torch as mod  # noqa: PLC0415  (deliberately lazy: see the docstring)
+    if mod is None and torch:
+        try:  # optional: numpy-only environments have no torch (and then nothing of torch to seed)
+            import torch as mod  # noqa: PLC0415  (deliberately lazy: see the docstring)
+        except ImportError:
+            mod = None
     if mod is not None:
         mod.manual_seed(seed)
         set_deterministic(mod)
