@@ -32,6 +32,7 @@ class GRPOSettings:
     seed: int = 0
     use_cpu: bool = True
     logging_steps: int = 1
+    shuffle: bool = True  # False keeps the dataset's order (trl_vlm.modality_blocks)
 
 
 def word_tokenizer(vocab: Sequence[str], pad: str = "<pad>", eos: str = "<eos>") -> Any:
@@ -99,6 +100,7 @@ def make_trainer(
         report_to=[],
         save_strategy="no",
         disable_tqdm=True,
+        shuffle_dataset=settings.shuffle,
     )
     return GRPOTrainer(
         model=model,
