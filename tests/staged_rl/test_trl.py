@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from paperflow.staged_rl.data import load_split, load_world
@@ -40,3 +41,65 @@ def test_two_trl_grpo_steps_on_tiny_llama(world):
     assert all("reward" in h for h in st["history"])
     assert set(st["eval"]) == {"perc", "text", "vis"} and len(st["eval"]["vis"]["correct"]) == 3
     assert st["seconds_per_step"] > 0
+
+
+def test_slot_image_renders_each_slots_features_as_grey_blocks(world):
+    from paperflow.staged_rl.trl_backend import VLM_BLOCK, slot_image, vlm_items
+
+    d = load_split(world, "test_vis")
+    feats = d["feats"][0]
+    img = slot_image(feats)
+    assert img.dtype.name == "uint8" and img.shape[0] == img.shape[1] and img.shape[2] == 3
+    n_slots, dim = feats.shape
+    centre = img[VLM_BLOCK // 2::VLM_BLOCK, VLM_BLOCK // 2::VLM_BLOCK, 0][:dim, :n_slots].T  # one pixel per block
+    decoded = (centre.astype(float) - 128) / 40
+    inside = (centre > 0) & (centre < 255)
+    assert inside.mean() > 0.9
+    assert abs(decoded - feats)[inside].max() <= 0.5 / 40 + 1e-6  # the percept, up to uint8 rounding
+    problems, answers, images = vlm_items(d)
+    assert problems[0].startswith("<image> ") and len(images[0]) == 1 and answers[0] == str(int(d["answer"][0]))
+    t_problems, _, t_images = vlm_items(load_split(world, "test_text"))
+    assert "<image>" not in t_problems[0] and t_images[0] == []
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("arm", ["v_only", "merged"])
+def test_two_trl_grpo_steps_on_a_tiny_vlm_through_easyr1_files(world, arm):
+    pytest.importorskip("trl")
+    from paperflow.staged_rl.trl_backend import run_arm_trl
+
+    # v_only with EasyR1's KL (TRL's reference model is loaded from the stage's saved initial weights)
+    p = small_params(backend="trl", split=[1, 1, 2], group_size=2, prompts_per_update=2,
+                     kl_beta=0.01 if arm == "v_only" else 0.0,
+                     trl={"model_path": None, "hidden": 16, "layers": 1, "learning_rate": 1e-4, "vlm": True,
+                          "data_files": {}, "format_prompt": None, "format_weight": 0.1,
+                          "max_completion_length": 4, "steps_scale": 0.5, "n_test": 2})
+    r = run_arm_trl(arm, world, {"keep": [0, 1, 2, 3]}, p, 0)
+    assert r["model"] == "vlm"
+    (st,) = r["stages"]
+    if arm == "merged":  # the perc and vis items carry the scene image, the text sums none: both in one stage
+        assert 0 < st["n_image_items"] < st["n_items"]
+    else:
+        assert st["n_image_items"] == st["n_items"] > 0
+        assert all(np.isfinite(h["kl"]) for h in st["history"])  # the KL term ran against the reference
+    assert st["updates"] == 2 and len(st["history"]) == 2 and all("reward" in h for h in st["history"])
+    assert set(st["eval"]) == {"perc", "text", "vis"} and len(st["eval"]["vis"]["correct"]) == 2
+
+
+def test_released_easyr1_files_replace_the_generated_stage_data(world, tmp_path):
+    from paperflow.nn.trl_vlm import write_easyr1
+    from paperflow.staged_rl.trl_backend import vlm_stage_rows
+
+    rng = np.random.default_rng(0)
+    img = [rng.integers(0, 256, (8, 8, 3)).astype(np.uint8)]
+    files = {"perc": write_easyr1(tmp_path / "p.parquet", ["<image> what colour ?"] * 3, ["a", "b", "c"], [img] * 3),
+             "text": write_easyr1(tmp_path / "t.parquet", ["1 + 1 ?"] * 2, ["2", "2"], [[], []]),
+             "vis": write_easyr1(tmp_path / "v.parquet", ["<image> sum ?"] * 4, ["9"] * 4, [img] * 4)}
+    p = small_params(backend="trl", split=[1, 1, 2], prompts_per_update=1,
+                     trl={"vlm": True, "data_files": {k: str(v) for k, v in files.items()}, "format_prompt": "box it"})
+    vis = vlm_stage_rows("vis", world, {"keep": [0]}, p, 0, tmp_path)
+    assert vis["answer"] == ["9"] * 4 and vis["prompt"][0][0]["content"][-1]["text"] == "sum ? box it"
+    merged = vlm_stage_rows("merged", world, {"keep": [0]}, p, 0, tmp_path)
+    assert len(merged["prompt"]) == 9 and set(merged["answer"]) <= {"a", "b", "c", "2", "9"}
+    with pytest.raises(ValueError, match="no 'perc_unf' file"):
+        vlm_stage_rows("perc_unf", world, {"keep": [0]}, p, 0, tmp_path)

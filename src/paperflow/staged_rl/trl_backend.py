@@ -9,8 +9,16 @@ What differs: a text causal LM has no continuous input, so at test scale (tiny_l
 image reaches it as one *visual word* per slot, `v_<colour>` / `v_none`, the prototype nearest to the noisy slot
 vector (a lossy percept; a caption is the exact colour words). A `<look>` is a no-op that still costs (no fresh
 scene copy mid-generation in TRL). Caption-SFT (a supervised stage) is not a GRPO stage: with this backend it is
-skipped and recorded as such. A real VLM at paper scale would take the image through its processor — that
-path is not written here (README); `trl.model_path` loads a text causal LM through `from_pretrained`.
+skipped and recorded as such. `trl.model_path` loads a text causal LM through `from_pretrained`.
+
+`trl.vlm: true` is the image path (`paperflow.nn.trl_vlm`): each GRPO stage's items are written as an EasyR1-layout
+parquet file (`problem` with `<image>` where the scene goes, `answer`, `images`) and read back by the loader a
+released EasyR1 dataset goes through; `trl.data_files` names such released files per stage kind instead. The
+scene is rendered as pixels (`slot_image`: each slot's noisy feature vector as grey blocks, so the VLM sees the
+same percept the tiny policy does); the reward is EasyR1's boxed math score; the model is
+`trl.model_path` loaded as a VLM (`AutoModelForImageTextToText` + `AutoProcessor`, e.g. Qwen2.5-VL-7B) or, when
+null, a random tiny LLaVA with a word-level processor (tests). Image and text-only items (D_text) are never in
+one TRL batch (`trl_vlm.modality_blocks`).
 """
 
 from __future__ import annotations
@@ -82,29 +90,7 @@ def make_reward(look_cost: float):  # noqa: ANN201  (TRL's reward signature)
 
 def stage_rows(kind: str, data: Path, filt: Mapping[str, Any], p: Mapping[str, Any], seed: int,
                protos: np.ndarray) -> dict[str, list[Any]]:
-    pool = load_split(data, "perc_pool")
-    if kind == "perc":
-        return rows_of(subset(pool, np.asarray(filt["keep"], np.int64)), protos)
-    if kind == "perc_unf":
-        idx = stream(seed, "unfiltered").choice(len(pool["task"]), size=max(len(filt["keep"]), 1), replace=False)
-        return rows_of(subset(pool, idx), protos)
-    if kind in ("text", "vis"):
-        return rows_of(load_split(data, f"{kind}_rl"), protos)
-    if kind == "merged":
-        parts = [stage_rows(k, data, filt, p, seed, protos) for k in ("perc", "text", "vis")]
-        w = np.asarray(p["split"], float)
-        rng = stream(seed, "trl_merged")
-        n = sum(len(x["prompt"]) for x in parts)
-        which = rng.choice(3, size=n, p=w / w.sum())
-        out: dict[str, list[Any]] = {"prompt": [], "task": [], "answer": []}
-        for k in which:
-            if not parts[k]["prompt"]:
-                continue
-            j = int(rng.integers(len(parts[k]["prompt"])))
-            for c in out:
-                out[c].append(parts[k][c][j])
-        return out
-    raise ValueError(f"stage kind {kind!r} has no GRPO data")
+    return rows_of(stage_split(kind, data, filt, p, seed), protos)
 
 
 def load_model(p: Mapping[str, Any], seed: int) -> tuple[Any, Any]:
@@ -156,6 +142,8 @@ def run_arm_trl(arm: str, data: Path, filt: Mapping[str, Any], p: Mapping[str, A
     from paperflow.nn.trl_grpo import GRPOSettings, train
     from paperflow.staged_rl.train import stage_updates
 
+    if p["trl"].get("vlm"):
+        return run_arm_vlm(arm, data, filt, p, seed, workdir)
     protos = load_world(data)["protos"]
     model, tok = load_model(p, seed)
     reward = make_reward(float(p["look_cost"]))
@@ -188,4 +176,159 @@ def run_arm_trl(arm: str, data: Path, filt: Mapping[str, Any], p: Mapping[str, A
     return {"stages": stages, "seconds": time.perf_counter() - t0, "backend": "trl"}
 
 
-__all__ = ["DESCRIBE", "PERC", "TEXT", "TRL_VOCAB", "VIS", "make_reward", "parse_words", "rows_of", "run_arm_trl"]
+# --- trl.vlm: the image path --------------------------------------------------------------------------------
+
+VLM_BLOCK = 4  # pixels per feature value in `slot_image`
+
+
+def slot_image(feats: np.ndarray, block: int = VLM_BLOCK) -> np.ndarray:
+    """uint8 [S, S, 3]: slots side by side, each a column of its feature values as grey blocks
+    (value v → clip(128 + 40·v)), on a square mid-grey (v = 0) canvas."""
+    n_slots, dim = feats.shape
+    grey = np.clip(np.rint(128 + 40 * np.asarray(feats, np.float64)), 0, 255).astype(np.uint8)  # [n_slots, dim]
+    tile = np.repeat(np.repeat(grey.T, block, axis=0), block, axis=1)  # [dim·b, n_slots·b]
+    side = max(tile.shape)
+    canvas = np.full((side, side), 128, np.uint8)
+    canvas[: tile.shape[0], : tile.shape[1]] = tile
+    return np.repeat(canvas[:, :, None], 3, axis=2)
+
+
+def vlm_items(d: Mapping[str, np.ndarray]) -> tuple[list[str], list[str], list[list[np.ndarray]]]:
+    """(problems, answers, images) of a split: an image item's slot words become one `<image>`."""
+    from paperflow.nn.trl_vlm import IMAGE_PLACEHOLDER
+
+    problems, answers, images = [], [], []
+    for i in range(len(d["task"])):
+        task, pre = int(d["task"][i]), int(d["prefix"][i])
+        words = prompt_words(task, pre, d["colours"][i], d["q"][i], d["options"][i])
+        ims: list[np.ndarray] = []
+        if pre == IMAGE:
+            n = d["feats"].shape[1]
+            words = [IMAGE_PLACEHOLDER] + words[n:]
+            ims = [slot_image(d["feats"][i])]
+        problems.append(" ".join(words))
+        answers.append(str(int(d["answer"][i])))
+        images.append(ims)
+    return problems, answers, images
+
+
+def stage_split(kind: str, data: Path, filt: Mapping[str, Any], p: Mapping[str, Any], seed: int) -> dict[str, np.ndarray]:
+    """The stage's items as one split dict (merged: the three sets mixed in the split's proportions)."""
+    pool = load_split(data, "perc_pool")
+    if kind == "perc":
+        return subset(pool, np.asarray(filt["keep"], np.int64))
+    if kind == "perc_unf":
+        idx = stream(seed, "unfiltered").choice(len(pool["task"]), size=max(len(filt["keep"]), 1), replace=False)
+        return subset(pool, idx)
+    if kind in ("text", "vis"):
+        return load_split(data, f"{kind}_rl")
+    if kind == "merged":
+        parts = [stage_split(k, data, filt, p, seed) for k in ("perc", "text", "vis")]
+        w = np.asarray(p["split"], float)
+        rng = stream(seed, "trl_merged")
+        n = sum(len(x["task"]) for x in parts)
+        which = rng.choice(3, size=n, p=w / w.sum())
+        picks = [(int(k), int(rng.integers(len(parts[k]["task"])))) for k in which if len(parts[k]["task"])]
+        if not picks:
+            return subset(parts[0], np.arange(0))
+        return {c: np.stack([parts[k][c][j] for k, j in picks]) for c in parts[0]}
+    raise ValueError(f"stage kind {kind!r} has no GRPO data")
+
+
+def vlm_stage_rows(kind: str, data: Path, filt: Mapping[str, Any], p: Mapping[str, Any], seed: int,
+                   workdir: Path) -> dict[str, list[Any]]:
+    """Write the stage's EasyR1 parquet (or take `trl.data_files[kind]`) and read it back as TRL columns."""
+    from paperflow.nn.trl_vlm import modality_blocks, read_easyr1, write_easyr1
+
+    t = p["trl"]
+    files = dict(t.get("data_files") or {})
+    if files and kind == "merged" and "merged" not in files:  # the released P, T, V sets mixed like stage_split
+        parts = [vlm_stage_rows(k, data, filt, p, seed, workdir) for k in ("perc", "text", "vis")]
+        w = np.asarray(p["split"], float)
+        rng = stream(seed, "trl_merged")
+        n = sum(len(x["prompt"]) for x in parts)
+        which = rng.choice(3, size=n, p=w / w.sum())
+        picks = [(int(k), int(rng.integers(len(parts[k]["prompt"])))) for k in which if parts[k]["prompt"]]
+        rows = {c: [parts[k][c][j] for k, j in picks] for c in parts[0]}
+    elif files:
+        if kind not in files:  # never fall back to generated tiny data next to released data
+            raise ValueError(f"staged_rl trl.data_files has no {kind!r} file (has: {sorted(files)})")
+        rows = read_easyr1(files[kind], format_prompt=t.get("format_prompt"))
+    else:
+        path = write_easyr1(workdir / f"{kind}.parquet", *vlm_items(stage_split(kind, data, filt, p, seed)))
+        rows = read_easyr1(path, format_prompt=t.get("format_prompt"))
+    if any(rows["images"]) and not all(rows["images"]):
+        rows = modality_blocks(rows, int(p["prompts_per_update"]), stream(seed, "trl_blocks", kind))
+    return rows
+
+
+def load_vlm_model(p: Mapping[str, Any], seed: int) -> tuple[Any, Any]:
+    from paperflow.nn import trl_vlm
+
+    t = p["trl"]
+    if t["model_path"]:
+        return trl_vlm.load_vlm(t["model_path"])
+    proc = trl_vlm.word_processor(TRL_VOCAB)
+    return trl_vlm.tiny_llava(proc, hidden=int(t["hidden"]), layers=int(t["layers"]), seed=seed), proc
+
+
+def evaluate_vlm(model: Any, proc: Any, data: Path, p: Mapping[str, Any], workdir: Path) -> dict[str, Any]:
+    """Greedy boxed-answer accuracy on the first trl.n_test items of each test set (through the same files)."""
+    from paperflow.nn.trl_vlm import accuracy_score, generate_answers, read_easyr1, write_easyr1
+
+    t = p["trl"]
+    out = {}
+    for name in ("perc", "text", "vis"):
+        split = subset(load_split(data, f"test_{name}"), np.arange(int(t["n_test"])))
+        path = write_easyr1(workdir / f"test_{name}.parquet", *vlm_items(split))
+        rows = read_easyr1(path, format_prompt=t.get("format_prompt"))
+        answers = generate_answers(model, proc, rows, int(t["max_completion_length"]))
+        correct = [int(accuracy_score(a, g)) for a, g in zip(answers, rows["answer"])]
+        out[name] = {"acc": float(np.mean(correct)), "tokens": float(np.mean([len(a.split()) for a in answers])),
+                     "look_rate": float(np.mean([a.split().count("<look>") for a in answers])), "correct": correct}
+    return out
+
+
+def run_arm_vlm(arm: str, data: Path, filt: Mapping[str, Any], p: Mapping[str, Any], seed: int,
+                workdir: Path | None = None) -> dict[str, Any]:
+    """One arm through TRL on a VLM: the stage files are EasyR1 parquet, the reward EasyR1's boxed score."""
+    from paperflow.nn.trl_grpo import GRPOSettings, train
+    from paperflow.nn.trl_vlm import make_boxed_reward
+    from paperflow.staged_rl.train import stage_updates
+
+    t = p["trl"]
+    model, proc = load_vlm_model(p, seed)
+    reward = make_boxed_reward(float(t.get("format_weight", 0.1)))
+    stages: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
+    plan = [] if arm == "base" else stage_updates(arm, [int(x) for x in p["split"]])
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        files = Path(tmp)
+        if arm == "base":
+            stages.append({"stage": "base", "updates": 0, "history": [], "eval": evaluate_vlm(model, proc, data, p, files)})
+        for kind, upd in plan:
+            if kind == "capsft":
+                stages.append({"stage": kind, "updates": 0, "history": [], "skipped": "supervised stage: not a GRPO stage",
+                               "eval": evaluate_vlm(model, proc, data, p, files)})
+                continue
+            rows = vlm_stage_rows(kind, data, filt, p, seed, files)
+            steps = max(1, round(float(t["steps_scale"]) * upd))
+            s = GRPOSettings(num_generations=int(p["group_size"]), prompts_per_step=int(p["prompts_per_update"]),
+                             max_completion_length=int(t["max_completion_length"]), max_steps=steps,
+                             learning_rate=float(t["learning_rate"]), beta=float(p["kl_beta"]),
+                             epsilon=float(p["clip_eps"]), seed=seed, shuffle=all(rows["images"]) or not any(rows["images"]))
+            if s.beta > 0:  # TRL builds its reference model from the policy's path: the stage's initial weights
+                model.save_pretrained(files / f"init_{kind}")
+                proc.save_pretrained(files / f"init_{kind}")
+                model = type(model).from_pretrained(files / f"init_{kind}")
+            t1 = time.perf_counter()
+            hist = train(model, proc, rows, [reward], s, files / "trl")
+            sec = time.perf_counter() - t1
+            stages.append({"stage": kind, "updates": steps, "history": hist, "seconds_per_step": sec / steps,
+                           "n_items": len(rows["prompt"]),
+                           "n_image_items": sum(bool(x) for x in rows["images"]), "eval": evaluate_vlm(model, proc, data, p, files)})
+    return {"stages": stages, "seconds": time.perf_counter() - t0, "backend": "trl", "model": "vlm"}
+
+
+__all__ = ["DESCRIBE", "PERC", "TEXT", "TRL_VOCAB", "VIS", "make_reward", "parse_words", "rows_of", "run_arm_trl",
+           "run_arm_vlm", "slot_image", "vlm_items"]
