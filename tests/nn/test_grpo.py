@@ -99,3 +99,26 @@ def test_trl_grpo_runs_on_a_tiny_llama(tmp_path) -> None:
 
     assert Accelerator(cpu=True, mixed_precision="no").mixed_precision == "no"
     trl_grpo.reset_accelerate_state()
+
+
+def test_trl_grpo_resumes_a_killed_run_to_the_weights_of_an_uninterrupted_one(tmp_path) -> None:
+    from paperflow.nn import trl_grpo
+
+    tok = trl_grpo.word_tokenizer([str(d) for d in range(10)] + ["+", "="])
+    rows = {"prompt": ["1 + 2 =", "3 + 4 =", "2 + 2 =", "5 + 1 ="] * 2, "answer": ["3", "7", "4", "6"] * 2}
+
+    def reward(completions: list[str], answer: list[str], **_: object) -> list[float]:
+        return [float(c.strip().split(" ")[:1] == [a]) + 0.1 * len(c.split()) for c, a in zip(completions, answer)]
+
+    s = trl_grpo.GRPOSettings(num_generations=4, prompts_per_step=2, max_completion_length=4, max_steps=4,
+                              learning_rate=1e-2, save_steps=2)
+    full = trl_grpo.tiny_llama(len(tok), seed=0)
+    log_full = trl_grpo.train(full, tok, rows, [reward], s, tmp_path / "full")
+    killed = trl_grpo.tiny_llama(len(tok), seed=0)
+    assert trl_grpo.train(killed, tok, rows, [reward], s, tmp_path / "run", stop_after=3) is None  # checkpoint at 2
+    fresh = trl_grpo.tiny_llama(len(tok), seed=1)  # a new process: other initial weights, overwritten on resume
+    log_resumed = trl_grpo.train(fresh, tok, rows, [reward], s, tmp_path / "run")
+    assert log_resumed is not None and [h["step"] for h in log_resumed] == [1, 2, 3, 4]
+    for (name, a), (_, b) in zip(full.named_parameters(), fresh.named_parameters()):
+        assert torch.equal(a, b), name
+    assert [h["reward"] for h in log_resumed] == [h["reward"] for h in log_full]

@@ -103,3 +103,27 @@ def test_released_easyr1_files_replace_the_generated_stage_data(world, tmp_path)
     assert len(merged["prompt"]) == 9 and set(merged["answer"]) <= {"a", "b", "c", "2", "9"}
     with pytest.raises(ValueError, match="no 'perc_unf' file"):
         vlm_stage_rows("perc_unf", world, {"keep": [0]}, p, 0, tmp_path)
+
+
+def _trace(r):
+    return [(st["stage"], [(h["step"], h["reward"], h["loss"]) for h in st["history"]], st["eval"]) for st in r["stages"]]
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("vlm", [False, True])
+def test_a_killed_trl_arm_resumes_to_the_uninterrupted_result(world, tmp_path, vlm):
+    """p_t_v = 3 stages of 2 TRL steps; killed after 3 steps (stage P done, stage T at step 1 of 2, TRL checkpoint
+    at step 1), rerun from the same folder: the same histories and evaluations as one uninterrupted run."""
+    from paperflow.staged_rl.trl_backend import run_arm_trl
+
+    p = small_params(backend="trl", split=[2, 2, 2], group_size=2, prompts_per_update=2, kl_beta=0.01,
+                     trl={"model_path": None, "hidden": 16, "layers": 1, "learning_rate": 1e-3, "vlm": vlm,
+                          "save_steps": 1, "data_files": {}, "format_prompt": None, "format_weight": 0.1,
+                          "max_completion_length": 4, "steps_scale": 1.0, "n_test": 2})
+    filt = {"keep": [0, 1, 2, 3]}
+    full = run_arm_trl("p_t_v", world, filt, p, 0, ckpt=tmp_path / "a")
+    assert run_arm_trl("p_t_v", world, filt, p, 0, ckpt=tmp_path / "b", stop_after=3) is None
+    assert (tmp_path / "b" / "0_perc" / "done.json").exists() and (tmp_path / "b" / "1_text" / "trl").is_dir()
+    resumed = run_arm_trl("p_t_v", world, filt, p, 0, ckpt=tmp_path / "b")
+    assert _trace(resumed) == _trace(full)
+    assert [st["stage"] for st in full["stages"]] == ["perc", "text", "vis"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from paperflow.video_bci.data import prior_stats
@@ -45,3 +47,28 @@ def test_trl_backend_two_steps_on_tiny_llama(splits, tmp_path):
     assert len(r["trl_log"]) == 2 and all("reward" in h for h in r["trl_log"])
     assert len(r["correct"]) == 16 and 0.0 <= r["format_rate"] <= 1.0 and r["update_seconds"] > 0
     assert res["majority"]["minority_recovery"] in (0.0,) or np.isnan(res["majority"]["minority_recovery"])
+
+
+def test_trl_arms_resume_after_a_kill(splits, tmp_path):
+    """Arm racc finishes, arm dus_pts is killed after 3 of 4 steps (checkpoint at 2); the rerun keeps racc's
+    result, resumes dus_pts from its checkpoint and reports what one uninterrupted run reports."""
+    small = {s: {k: v[:16] for k, v in d.items()} for s, d in splits.items()}
+    p = arm_params(group_size=4, trl_prompts_per_step=2, trl_max_completion_length=5, trl_lr=1e-2, trl_save_steps=2)
+    arms = ["racc", "dus_pts"]
+
+    def strip(res):
+        return {a: {k: v for k, v in r.items() if k not in ("train_seconds", "update_seconds", "trl_log")}
+                | {"log": [(h["step"], h["reward"], h["loss"]) for h in r["trl_log"]]} for a, r in res.items()}
+
+    full = run_arms_trl(arms, p, small, seed=0, workdir=tmp_path / "a", steps=4, resumable=True)
+    killed = tmp_path / "b"
+    first = run_arms_trl(arms[:1], p, small, seed=0, workdir=killed, steps=4, resumable=True)
+    assert run_arms_trl(arms[1:], p, small, seed=0, workdir=killed, steps=4, resumable=True, stop_after=3) is None
+    assert (killed / "racc.json").exists() and (killed / "dus_pts" / "checkpoint-2").is_dir()
+    resumed = run_arms_trl(arms, p, small, seed=0, workdir=killed, steps=4, resumable=True)
+    def same(a, b) -> bool:  # NaN-safe equality
+        return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
+
+    assert same(resumed["racc"], first["racc"])  # kept, not retrained
+    assert same(strip(resumed), strip(full))
+    assert not (killed / "dus_pts").exists()  # a finished arm's training state is removed

@@ -33,6 +33,7 @@ class GRPOSettings:
     use_cpu: bool = True
     logging_steps: int = 1
     shuffle: bool = True  # False keeps the dataset's order (trl_vlm.modality_blocks)
+    save_steps: int = 0  # > 0: a resumable Trainer checkpoint in output_dir every save_steps steps
 
 
 def word_tokenizer(vocab: Sequence[str], pad: str = "<pad>", eos: str = "<eos>") -> Any:
@@ -98,7 +99,9 @@ def make_trainer(
         bf16=not settings.use_cpu,
         logging_steps=settings.logging_steps,
         report_to=[],
-        save_strategy="no",
+        save_strategy="steps" if settings.save_steps > 0 else "no",
+        save_steps=max(1, settings.save_steps),
+        save_total_limit=1 if settings.save_steps > 0 else None,
         disable_tqdm=True,
         shuffle_dataset=settings.shuffle,
     )
@@ -118,13 +121,35 @@ def train(
     reward_fns: Sequence[Callable[..., list[float]]],
     settings: GRPOSettings,
     output_dir: str | Path,
-) -> list[dict[str, float]]:
-    """Run GRPO and return TRL's per-step log (reward mean/std, KL, clip ratios, completion lengths)."""
+    *,
+    stop_after: int | None = None,
+) -> list[dict[str, float]] | None:
+    """Run GRPO and return TRL's per-step log (reward mean/std, KL, clip ratios, completion lengths).
+
+    With `settings.save_steps > 0`, the Trainer checkpoints into `output_dir` (weights, optimizer, scheduler,
+    RNG states, log) and a later call with the same `output_dir` resumes from the newest checkpoint there
+    (`resume_from_checkpoint`), ending with the weights of an uninterrupted run (tested). `stop_after`
+    (tests: a simulated kill) stops after that many steps and returns None."""
+    from transformers import TrainerCallback
+    from transformers.trainer_utils import get_last_checkpoint
+
     trainer = make_trainer(model, tokenizer, rows, reward_fns, settings, output_dir)
+    if stop_after is not None:
+
+        class _Stop(TrainerCallback):
+            def on_step_end(self, args, state, control, **kw):  # noqa: ANN001, ANN201, ARG002
+                if state.global_step >= stop_after:
+                    control.should_training_stop = True
+                return control
+
+        trainer.add_callback(_Stop())
+    last = get_last_checkpoint(str(output_dir)) if settings.save_steps > 0 and Path(output_dir).is_dir() else None
     try:
-        trainer.train()
+        trainer.train(resume_from_checkpoint=last)
     finally:
         reset_accelerate_state()
+    if stop_after is not None and trainer.state.global_step < settings.max_steps:
+        return None
     return [dict(h) for h in trainer.state.log_history if "reward" in h]
 
 

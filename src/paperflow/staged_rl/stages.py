@@ -118,8 +118,8 @@ class ArmsParams(TypedDict):
 @stage(plan=plan.arms_params)
 def arms(params: ArmsParams, *, data: Path, weights: Path, base: Path, out: Path, ckpt: Path) -> dict[str, Any]:
     """Run one group of arms from one seed's base policy (grpo_lite or TRL); evaluate after every stage.
-    grpo_lite resumes from `ckpt` (finished arms and the current arm's training state), removed once `out`
-    is written."""
+    Both backends resume from `ckpt` (finished arms and the current arm's training state: grpo_lite's own,
+    TRL's Trainer checkpoints every `trl.save_steps`), removed once `out` is written."""
     import shutil
 
     import torch
@@ -136,11 +136,17 @@ def arms(params: ArmsParams, *, data: Path, weights: Path, base: Path, out: Path
     torch.set_grad_enabled(True)
     with Stage("staged_rl.arms", config=params, outputs=[out], seed=seed, inputs=[weights, base]) as st:
         result: dict[str, Any] = {"params": dict(params), "arms": {}, "n_filtered": len(b["filter"]["keep"])}
-        if params["backend"] == "trl":
+        if params["backend"] == "trl":  # resumable per arm and per stage (trl_backend.run_arm_trl)
+            from paperflow.core.checkpoint import finished_unit, keep_unit, stamp_job_dir
             from paperflow.staged_rl.trl_backend import run_arm_trl
 
+            stamp_job_dir(ckpt, {"params": dict(params), "filter": b["filter"]})
             for arm in params["arms"]:
-                result["arms"][arm] = run_arm_trl(arm, data, b["filter"], params, seed)
+                done = finished_unit(ckpt, arm)
+                if done is None:
+                    done = run_arm_trl(arm, data, b["filter"], params, seed, ckpt=Path(ckpt) / arm)
+                    keep_unit(ckpt, arm, done)
+                result["arms"][arm] = done
         else:
             base_net = build_policy(params, protos.shape[1])
             load_weights(weights, base_net)

@@ -23,6 +23,7 @@ one TRL batch (`trl_vlm.modality_blocks`).
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import time
 from collections.abc import Mapping
@@ -107,10 +108,8 @@ def load_model(p: Mapping[str, Any], seed: int) -> tuple[Any, Any]:
 
 def reload_from(model: Any, path: Path) -> Any:
     """Save the model and load it back from `path`, so `config._name_or_path` names these weights."""
-    from transformers import AutoModelForCausalLM
-
     model.save_pretrained(path)
-    return AutoModelForCausalLM.from_pretrained(path)
+    return type(model).from_pretrained(path)
 
 
 def evaluate_trl(model: Any, tok: Any, data: Path, protos: np.ndarray, p: Mapping[str, Any]) -> dict[str, Any]:
@@ -137,43 +136,80 @@ def evaluate_trl(model: Any, tok: Any, data: Path, protos: np.ndarray, p: Mappin
 
 
 def run_arm_trl(arm: str, data: Path, filt: Mapping[str, Any], p: Mapping[str, Any], seed: int,
-                workdir: Path | None = None) -> dict[str, Any]:
-    """One arm through TRL: each GRPO stage continues the same model; evaluation after every stage."""
+                workdir: Path | None = None, ckpt: Path | None = None,
+                stop_after: int | None = None) -> dict[str, Any] | None:
+    """One arm through TRL: each GRPO stage continues the same model; evaluation after every stage.
+
+    With `ckpt` (the arm's folder in the job's stamped checkpoint folder) the arm is resumable: a finished
+    stage keeps its weights and record, a running stage TRL checkpoints every `trl.save_steps` steps, and a
+    rerun skips the finished stages and resumes the running one. `stop_after` (tests: a simulated kill)
+    stops the arm after that many TRL steps in total and returns None."""
+    if p["trl"].get("vlm"):
+        return run_arm_vlm(arm, data, filt, p, seed, workdir, ckpt, stop_after)
+    protos = load_world(data)["protos"]
+    model, tok = load_model(p, seed)
+    r = _run_stages(arm, model, tok, p, seed,
+                    rows_for=lambda kind, _files: stage_rows(kind, data, filt, p, seed, protos),
+                    reward=make_reward(float(p["look_cost"])),
+                    evaluate=lambda m, _files: evaluate_trl(m, tok, data, protos, p),
+                    workdir=workdir, ckpt=ckpt, stop_after=stop_after)
+    return None if r is None else r | {"backend": "trl"}
+
+
+def _run_stages(arm: str, model: Any, proc: Any, p: Mapping[str, Any], seed: int, *, rows_for, reward, evaluate,
+                workdir: Path | None, ckpt: Path | None, stop_after: int | None) -> dict[str, Any] | None:
+    """The stage loop both TRL paths share (text LM and VLM); resumable with `ckpt` (see run_arm_trl)."""
+    from paperflow.core.io import read_json, write_json
     from paperflow.nn.trl_grpo import GRPOSettings, train
     from paperflow.staged_rl.train import stage_updates
 
-    if p["trl"].get("vlm"):
-        return run_arm_vlm(arm, data, filt, p, seed, workdir)
-    protos = load_world(data)["protos"]
-    model, tok = load_model(p, seed)
-    reward = make_reward(float(p["look_cost"]))
     t = p["trl"]
     stages: list[dict[str, Any]] = []
     t0 = time.perf_counter()
-    plan = stage_updates(arm, [int(x) for x in p["split"]])
-    if arm == "base":
-        plan = []
-        stages.append({"stage": "base", "updates": 0, "history": [], "eval": evaluate_trl(model, tok, data, protos, p)})
-    for kind, upd in plan:
-        if kind == "capsft":
-            stages.append({"stage": kind, "updates": 0, "history": [], "skipped": "supervised stage: not a GRPO stage",
-                           "eval": evaluate_trl(model, tok, data, protos, p)})
-            continue
-        rows = stage_rows(kind, data, filt, p, seed, protos)
-        steps = max(1, round(float(t["steps_scale"]) * upd))
-        s = GRPOSettings(num_generations=int(p["group_size"]), prompts_per_step=int(p["prompts_per_update"]),
-                         max_completion_length=int(t["max_completion_length"]), max_steps=steps,
-                         learning_rate=float(t["learning_rate"]), beta=float(p["kl_beta"]),
-                         epsilon=float(p["clip_eps"]), seed=seed)
-        with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+    plan = [] if arm == "base" else stage_updates(arm, [int(x) for x in p["split"]])
+    steps_left = stop_after
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        files = Path(tmp)
+        if arm == "base":
+            stages.append({"stage": "base", "updates": 0, "history": [], "eval": evaluate(model, files)})
+        for i, (kind, upd) in enumerate(plan):
+            if kind == "capsft":
+                stages.append({"stage": kind, "updates": 0, "history": [], "skipped": "supervised stage: not a GRPO stage",
+                               "eval": evaluate(model, files)})
+                continue
+            sdir = (ckpt / f"{i}_{kind}") if ckpt is not None else files / f"{i}_{kind}"
+            if (sdir / "done.json").exists():  # finished before a kill: its weights and record
+                model = type(model).from_pretrained(sdir / "model")
+                stages.append(read_json(sdir / "done.json"))
+                continue
+            rows = rows_for(kind, files)
+            steps = max(1, round(float(t["steps_scale"]) * upd))
+            s = GRPOSettings(num_generations=int(p["group_size"]), prompts_per_step=int(p["prompts_per_update"]),
+                             max_completion_length=int(t["max_completion_length"]), max_steps=steps,
+                             learning_rate=float(t["learning_rate"]), beta=float(p["kl_beta"]),
+                             epsilon=float(p["clip_eps"]), seed=seed,
+                             shuffle="images" not in rows or all(rows["images"]) or not any(rows["images"]),
+                             save_steps=int(t.get("save_steps") or 0) if ckpt is not None else 0)
             if s.beta > 0:  # TRL builds its reference model from the policy's path: the stage's initial weights
-                model = reload_from(model, Path(tmp) / "stage_init")
+                model = reload_from(model, sdir / "init")
             t1 = time.perf_counter()
-            hist = train(model, tok, rows, [reward], s, Path(tmp) / "trl")
-            sec = time.perf_counter() - t1
-        stages.append({"stage": kind, "updates": steps, "history": hist, "seconds_per_step": sec / steps,
-                       "eval": evaluate_trl(model, tok, data, protos, p)})
-    return {"stages": stages, "seconds": time.perf_counter() - t0, "backend": "trl"}
+            hist = train(model, proc, rows, [reward], s, sdir / "trl",
+                         stop_after=steps_left if steps_left is not None and steps_left < steps else None)
+            if hist is None:
+                return None  # a simulated kill
+            if steps_left is not None:
+                steps_left -= steps
+            rec = {"stage": kind, "updates": steps, "history": hist,
+                   "seconds_per_step": (time.perf_counter() - t1) / steps, "eval": evaluate(model, files)}
+            if "images" in rows:
+                rec.update(n_items=len(rows["prompt"]), n_image_items=sum(bool(x) for x in rows["images"]))
+            stages.append(rec)
+            if ckpt is not None:
+                model.save_pretrained(sdir / "model")
+                write_json(sdir / "done.json", rec)
+                shutil.rmtree(sdir / "trl", ignore_errors=True)
+                shutil.rmtree(sdir / "init", ignore_errors=True)
+    return {"stages": stages, "seconds": time.perf_counter() - t0}
 
 
 # --- trl.vlm: the image path --------------------------------------------------------------------------------
@@ -290,45 +326,18 @@ def evaluate_vlm(model: Any, proc: Any, data: Path, p: Mapping[str, Any], workdi
 
 
 def run_arm_vlm(arm: str, data: Path, filt: Mapping[str, Any], p: Mapping[str, Any], seed: int,
-                workdir: Path | None = None) -> dict[str, Any]:
+                workdir: Path | None = None, ckpt: Path | None = None,
+                stop_after: int | None = None) -> dict[str, Any] | None:
     """One arm through TRL on a VLM: the stage files are EasyR1 parquet, the reward EasyR1's boxed score."""
-    from paperflow.nn.trl_grpo import GRPOSettings, train
     from paperflow.nn.trl_vlm import make_boxed_reward
-    from paperflow.staged_rl.train import stage_updates
 
-    t = p["trl"]
     model, proc = load_vlm_model(p, seed)
-    reward = make_boxed_reward(float(t.get("format_weight", 0.1)))
-    stages: list[dict[str, Any]] = []
-    t0 = time.perf_counter()
-    plan = [] if arm == "base" else stage_updates(arm, [int(x) for x in p["split"]])
-    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
-        files = Path(tmp)
-        if arm == "base":
-            stages.append({"stage": "base", "updates": 0, "history": [], "eval": evaluate_vlm(model, proc, data, p, files)})
-        for kind, upd in plan:
-            if kind == "capsft":
-                stages.append({"stage": kind, "updates": 0, "history": [], "skipped": "supervised stage: not a GRPO stage",
-                               "eval": evaluate_vlm(model, proc, data, p, files)})
-                continue
-            rows = vlm_stage_rows(kind, data, filt, p, seed, files)
-            steps = max(1, round(float(t["steps_scale"]) * upd))
-            s = GRPOSettings(num_generations=int(p["group_size"]), prompts_per_step=int(p["prompts_per_update"]),
-                             max_completion_length=int(t["max_completion_length"]), max_steps=steps,
-                             learning_rate=float(t["learning_rate"]), beta=float(p["kl_beta"]),
-                             epsilon=float(p["clip_eps"]), seed=seed, shuffle=all(rows["images"]) or not any(rows["images"]))
-            if s.beta > 0:  # TRL builds its reference model from the policy's path: the stage's initial weights
-                model.save_pretrained(files / f"init_{kind}")
-                proc.save_pretrained(files / f"init_{kind}")
-                model = type(model).from_pretrained(files / f"init_{kind}")
-            t1 = time.perf_counter()
-            hist = train(model, proc, rows, [reward], s, files / "trl")
-            sec = time.perf_counter() - t1
-            stages.append({"stage": kind, "updates": steps, "history": hist, "seconds_per_step": sec / steps,
-                           "n_items": len(rows["prompt"]),
-                           "n_image_items": sum(bool(x) for x in rows["images"]), "eval": evaluate_vlm(model, proc, data, p, files)})
-    return {"stages": stages, "seconds": time.perf_counter() - t0, "backend": "trl", "model": "vlm"}
-
+    r = _run_stages(arm, model, proc, p, seed,
+                    rows_for=lambda kind, files: vlm_stage_rows(kind, data, filt, p, seed, files),
+                    reward=make_boxed_reward(float(p["trl"].get("format_weight", 0.1))),
+                    evaluate=lambda m, files: evaluate_vlm(m, proc, data, p, files),
+                    workdir=workdir, ckpt=ckpt, stop_after=stop_after)
+    return None if r is None else r | {"backend": "trl", "model": "vlm"}
 
 __all__ = ["DESCRIBE", "PERC", "TEXT", "TRL_VOCAB", "VIS", "make_reward", "parse_words", "rows_of", "run_arm_trl",
            "run_arm_vlm", "slot_image", "vlm_items"]

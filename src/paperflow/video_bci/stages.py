@@ -8,7 +8,6 @@ on test) → aggregate → figures, summary.
 from __future__ import annotations
 
 import logging
-import tempfile
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -79,11 +78,12 @@ class ArmsParams(TypedDict):
     trl_beta: float
     trl_prompts_per_step: int
     trl_max_completion_length: int
+    trl_save_steps: int
 
 
 @stage(plan=plan.arms_params)
 def arms(params: ArmsParams, *, data: Path, out: Path, ckpt: Path) -> dict[str, Any]:
-    """Train and evaluate one group of arms with one seed (backend grpo_lite or trl); grpo_lite resumes from
+    """Train and evaluate one group of arms with one seed (backend grpo_lite or trl); both resume from
     `ckpt` (finished arms and the current arm's training state), removed once `out` is written."""
     import shutil
 
@@ -96,11 +96,13 @@ def arms(params: ArmsParams, *, data: Path, out: Path, ckpt: Path) -> dict[str, 
     torch.set_grad_enabled(True)
     with Stage("video_bci.arms", config=params, outputs=[out], seed=seed,
                inputs=[data / f"{s}.npz" for s in SPLITS]) as st:
-        if params["backend"] == "trl":
+        if params["backend"] == "trl":  # resumable: finished arms kept, TRL checkpoints every trl_save_steps
+            from paperflow.core.checkpoint import stamp_job_dir
             from paperflow.video_bci.trl_backend import run_arms_trl
 
-            with tempfile.TemporaryDirectory() as tmp:
-                res = run_arms_trl(list(params["arms"]), params, splits, seed, Path(tmp))
+            stamp_job_dir(ckpt, {"params": dict(params)})
+            res = run_arms_trl(list(params["arms"]), params, splits, seed, Path(ckpt), resumable=True)
+            assert res is not None
         else:
             from paperflow.video_bci.train import run_arms
 

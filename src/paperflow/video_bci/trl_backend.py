@@ -90,14 +90,14 @@ def reward_fn(arm: str, p: Mapping[str, Any], T: int) -> Callable[..., list[floa
     return fn
 
 
-def settings(p: Mapping[str, Any], seed: int, steps: int | None = None) -> Any:
+def settings(p: Mapping[str, Any], seed: int, steps: int | None = None, save_steps: int = 0) -> Any:
     from paperflow.nn.trl_grpo import GRPOSettings
 
     return GRPOSettings(num_generations=int(p["group_size"]), prompts_per_step=int(p["trl_prompts_per_step"]),
                         max_completion_length=int(p["trl_max_completion_length"]),
                         max_steps=int(steps if steps is not None else p["updates"]),
                         learning_rate=float(p["trl_lr"]), beta=float(p["trl_beta"]), epsilon=float(p["clip_eps"]),
-                        seed=seed, use_cpu=not _cuda())
+                        seed=seed, use_cpu=not _cuda(), save_steps=save_steps)
 
 
 def _cuda() -> bool:
@@ -137,8 +137,10 @@ def generate(model: Any, tok: Any, prompts: list[str], max_new: int) -> list[str
 
 
 def train_arm_trl(arm: str, train: Mapping[str, np.ndarray], p: Mapping[str, Any], seed: int, workdir: Path,
-                  steps: int | None = None) -> tuple[Any, Any, list[dict[str, float]]]:
-    """TRL GRPO on one arm; returns (model, tokenizer, TRL's per-step log)."""
+                  steps: int | None = None, save_steps: int = 0,
+                  stop_after: int | None = None) -> tuple[Any, Any, list[dict[str, float]] | None]:
+    """TRL GRPO on one arm; returns (model, tokenizer, TRL's per-step log). With `save_steps` > 0 the Trainer
+    checkpoints into `workdir/<arm>` and a rerun resumes there (`nn.trl_grpo.train`); `stop_after`: tests."""
     from paperflow.core.seeding import stream
     from paperflow.nn.trl_grpo import train as trl_train
 
@@ -152,15 +154,23 @@ def train_arm_trl(arm: str, train: Mapping[str, np.ndarray], p: Mapping[str, Any
         idx = np.where(is_hard, hard[rng.integers(0, len(hard), n)], easy[rng.integers(0, len(easy), n)])
     model, tok = load_policy(p, T, seed)
     log = trl_train(model, tok, rows(train, idx, arm != "direct"),
-                    [reward_fn("racc" if arm == "direct" else arm, p, T)], settings(p, seed, steps), workdir / arm)
+                    [reward_fn("racc" if arm == "direct" else arm, p, T)], settings(p, seed, steps, save_steps),
+                    workdir / arm, stop_after=stop_after)
     return model, tok, log
 
 
 def run_arms_trl(arms: list[str], p: Mapping[str, Any], splits: Mapping[str, Mapping[str, np.ndarray]], seed: int,
-                 workdir: Path, steps: int | None = None) -> dict[str, Any]:
-    """Train (TRL) and evaluate each arm on the test split with one greedy integration pass."""
+                 workdir: Path, steps: int | None = None, *, resumable: bool = False,
+                 stop_after: int | None = None) -> dict[str, Any] | None:
+    """Train (TRL) and evaluate each arm on the test split with one greedy integration pass.
+
+    `resumable`: `workdir` is the job's stamped checkpoint folder — a finished arm's result is kept there
+    (`core.checkpoint.keep_unit`) and reused by a rerun, a running arm's Trainer checkpoints every
+    `trl_save_steps` steps into `workdir/<arm>` and resumes. `stop_after` (tests: a simulated kill) stops the
+    first arm that trains after that many steps and returns None."""
     import time
 
+    from paperflow.core.checkpoint import finished_unit, keep_unit
     from paperflow.video_bci.train import majority_vote, metrics
 
     test = splits["test"]
@@ -171,8 +181,15 @@ def run_arms_trl(arms: list[str], p: Mapping[str, Any], splits: Mapping[str, Map
             a, tr = majority_vote(test)
             out[arm] = {**metrics(a, tr, test), "curve": [], "updates_to_90": 0, "train_seconds": 0.0}
             continue
+        kept = finished_unit(workdir, arm) if resumable else None
+        if kept is not None:
+            out[arm] = kept
+            continue
         t0 = time.perf_counter()
-        model, tok, log = train_arm_trl(arm, splits["train"], p, seed, workdir, steps)
+        model, tok, log = train_arm_trl(arm, splits["train"], p, seed, workdir, steps,
+                                        int(p.get("trl_save_steps") or 0) if resumable else 0, stop_after)
+        if log is None:
+            return None
         secs = time.perf_counter() - t0
         comps = generate(model, tok, [render(test, i, arm != "direct") for i in range(len(test["y"]))],
                          int(p["trl_max_completion_length"]))
@@ -182,4 +199,6 @@ def run_arms_trl(arms: list[str], p: Mapping[str, Any], splits: Mapping[str, Map
         out[arm] = {**metrics(a, tr, test), "curve": [], "updates_to_90": -1, "train_seconds": secs,
                     "update_seconds": secs / max(1, len(log)), "format_rate": float(np.mean([ok for *_, ok in parsed])),
                     "trl_log": log}
+        if resumable:
+            keep_unit(workdir, arm, out[arm])
     return out
