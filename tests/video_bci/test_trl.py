@@ -72,3 +72,24 @@ def test_trl_arms_resume_after_a_kill(splits, tmp_path):
     assert same(resumed["racc"], first["racc"])  # kept, not retrained
     assert same(strip(resumed), strip(full))
     assert not (killed / "dus_pts").exists()  # a finished arm's training state is removed
+
+
+def test_frames_reach_a_tiny_vlm_as_images(splits, tmp_path):
+    from paperflow.video_bci.trl_backend import frame_image, vlm_rows
+
+    d = splits["test"]
+    img = frame_image(d["frames"][0, 0])
+    assert img.shape == (16, 16, 3) and img.dtype.name == "uint8"
+    centre = img[2::4, 2::4, 0].reshape(-1).astype(float)
+    inside = (centre > 0) & (centre < 255)
+    assert np.abs((centre - 128) / 100 - d["frames"][0, 0])[inside].max() <= 0.5 / 100 + 1e-6
+    r = vlm_rows(d, np.arange(3), True, tmp_path / "t.parquet")
+    T = d["frames"].shape[1]
+    assert [len(x) for x in r["images"]] == [T] * 3 and r["y"] == [int(v) for v in d["y"][:3]]
+    assert sum(part["type"] == "image" for part in r["prompt"][0][0]["content"]) == T
+    small = {s: {k: v[:8] for k, v in x.items()} for s, x in splits.items()}
+    p = arm_params(group_size=2, trl_prompts_per_step=2, trl_max_completion_length=4, trl_lr=1e-3, trl_vlm=True,
+                   trl_hidden=16, trl_layers=1)
+    res = run_arms_trl(["dus_pts"], p, small, seed=0, workdir=tmp_path / "w", steps=2)
+    r = res["dus_pts"]
+    assert len(r["trl_log"]) == 2 and all("reward" in h for h in r["trl_log"]) and len(r["correct"]) == 8

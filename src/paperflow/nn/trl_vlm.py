@@ -49,8 +49,9 @@ class EasyR1FormatError(ValueError):
 
 
 def write_easyr1(path: str | Path, problems: Sequence[str], answers: Sequence[str],
-                 images: Sequence[Sequence[np.ndarray]]) -> Path:
-    """One parquet split in EasyR1's layout; `images[i]` are uint8 [H, W, 3] arrays, one per `<image>`."""
+                 images: Sequence[Sequence[np.ndarray]], extra: Mapping[str, Sequence[Any]] | None = None) -> Path:
+    """One parquet split in EasyR1's layout; `images[i]` are uint8 [H, W, 3] arrays, one per `<image>`.
+    `extra`: more columns (one value per row; e.g. what a reward function needs), read back as they are."""
     from datasets import Dataset, Features, Image, List, Value
     from PIL import Image as PILImage
 
@@ -59,10 +60,12 @@ def write_easyr1(path: str | Path, problems: Sequence[str], answers: Sequence[st
     for i, (p, ims) in enumerate(zip(problems, images)):
         if p.count(IMAGE_PLACEHOLDER) != len(ims):
             raise ValueError(f"row {i}: {p.count(IMAGE_PLACEHOLDER)} {IMAGE_PLACEHOLDER} placeholders, {len(ims)} images")
-    feats = Features({"problem": Value("string"), "answer": Value("string"), "images": List(Image())})
-    ds = Dataset.from_dict({"problem": list(problems), "answer": [str(a) for a in answers],
-                            "images": [[PILImage.fromarray(np.asarray(a, np.uint8)) for a in ims] for ims in images]},
-                           features=feats)
+    cols: dict[str, Any] = {"problem": list(problems), "answer": [str(a) for a in answers],
+                            "images": [[PILImage.fromarray(np.asarray(a, np.uint8)) for a in ims] for ims in images]}
+    base = Dataset.from_dict({k: list(v) for k, v in (extra or {}).items()}) if extra else None
+    feats = Features({"problem": Value("string"), "answer": Value("string"), "images": List(Image()),
+                      **(dict(base.features) if base is not None else {})})
+    ds = Dataset.from_dict({**cols, **{k: list(v) for k, v in (extra or {}).items()}}, features=feats)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
@@ -88,8 +91,8 @@ def read_easyr1(path: str | Path, *, prompt_key: str = "problem", answer_key: st
                 image_key: str = "images", format_prompt: str | None = None,
                 limit: int | None = None) -> dict[str, list[Any]]:
     """TRL dataset columns from one EasyR1-layout parquet file: `prompt` (conversational), `images`
-    (PIL images), `answer` (str). `format_prompt` (e.g. EasyR1's "think, then \\boxed{}" instruction) is
-    appended to each problem, as EasyR1's `format_prompt` template does."""
+    (PIL images), `answer` (str), and every other column as it is. `format_prompt` (e.g. EasyR1's "think,
+    then \\boxed{}" instruction) is appended to each problem, as EasyR1's `format_prompt` template does."""
     from datasets import Dataset, Image, List
 
     path = Path(path)
@@ -103,7 +106,9 @@ def read_easyr1(path: str | Path, *, prompt_key: str = "problem", answer_key: st
         except (TypeError, ValueError) as e:
             raise EasyR1FormatError(f"{path}: column {image_key!r} is not a list of images per row ({e})") from e
     n = len(ds) if limit is None else min(limit, len(ds))
-    out: dict[str, list[Any]] = {"prompt": [], "images": [], "answer": []}
+    reserved = {prompt_key, answer_key, image_key, "prompt", "images", "answer"}
+    others = [c for c in ds.column_names if c not in reserved]
+    out: dict[str, list[Any]] = {"prompt": [], "images": [], "answer": [], **{c: [] for c in others}}
     for i in range(n):
         row = ds[i]
         problem = str(row[prompt_key])
@@ -115,6 +120,8 @@ def read_easyr1(path: str | Path, *, prompt_key: str = "problem", answer_key: st
         out["prompt"].append(problem_to_messages(text, ims))
         out["images"].append(ims)
         out["answer"].append(str(row[answer_key]))
+        for c in others:
+            out[c].append(row[c])
     return out
 
 

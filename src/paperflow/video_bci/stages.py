@@ -79,6 +79,7 @@ class ArmsParams(TypedDict):
     trl_prompts_per_step: int
     trl_max_completion_length: int
     trl_save_steps: int
+    trl_vlm: bool
 
 
 @stage(plan=plan.arms_params)

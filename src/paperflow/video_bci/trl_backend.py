@@ -136,6 +136,54 @@ def generate(model: Any, tok: Any, prompts: list[str], max_new: int) -> list[str
     return out
 
 
+# --- rl.trl_vlm: the frames as images -----------------------------------------------------------------------
+
+def frame_image(v: np.ndarray, block: int = 4) -> np.ndarray:
+    """uint8 [S, S, 3]: one frame's vector as a square grid of grey blocks (value x → clip(128 + 100·x))."""
+    side = int(np.ceil(np.sqrt(len(v))))
+    grid = np.full(side * side, 128.0)
+    grid[: len(v)] = 128 + 100 * np.asarray(v, np.float64)
+    g = np.clip(np.rint(grid), 0, 255).astype(np.uint8).reshape(side, side)
+    g = np.repeat(np.repeat(g, block, axis=0), block, axis=1)
+    return np.repeat(g[:, :, None], 3, axis=2)
+
+
+def vlm_problem(d: Mapping[str, np.ndarray], i: int, with_hyps: bool) -> str:
+    """The text rendering with each frame's words replaced by `f<t> <image>` (the frame itself is the image)."""
+    from paperflow.nn.trl_vlm import IMAGE_PLACEHOLDER
+
+    T = d["frames"].shape[1]
+    words: list[str] = []
+    for t in range(T):
+        words += [f"f{t}", IMAGE_PLACEHOLDER]
+    words += ["q_first"] if int(d["qtype"][i]) == 0 else ["q_count", f"k{int(d['qobj'][i])}"]
+    if with_hyps:
+        for a, tr in zip(d["prior_ans"][i], d["prior_trace"][i]):
+            words += ["h", f"a{int(a)}"] + [f"t{t}" for t in np.flatnonzero(tr)]
+    return " ".join(words + ["ans"])
+
+
+def vlm_rows(d: Mapping[str, np.ndarray], idx: np.ndarray, with_hyps: bool, path: Path) -> dict[str, list[Any]]:
+    """Write the items as EasyR1-layout parquet (T frame images per row + the reward columns) and read them back."""
+    from paperflow.nn.trl_vlm import read_easyr1, write_easyr1
+
+    cols = rows(d, idx, with_hyps)
+    extra = {k: v for k, v in cols.items() if k != "prompt"}
+    write_easyr1(path, [vlm_problem(d, int(i), with_hyps) for i in idx], [str(int(d["y"][i])) for i in idx],
+                 [[frame_image(f) for f in d["frames"][int(i)]] for i in idx], extra)
+    return read_easyr1(path)
+
+
+def load_vlm_policy(p: Mapping[str, Any], T: int, seed: int) -> tuple[Any, Any]:
+    """(model, processor): a staged VLM when `trl_model_path` is set, else a random tiny LLaVA."""
+    from paperflow.nn import trl_vlm
+
+    if p.get("trl_model_path"):
+        return trl_vlm.load_vlm(str(p["trl_model_path"]))
+    proc = trl_vlm.word_processor(vocab(T))
+    return trl_vlm.tiny_llava(proc, hidden=int(p["trl_hidden"]), layers=int(p["trl_layers"]), seed=seed), proc
+
+
 def train_arm_trl(arm: str, train: Mapping[str, np.ndarray], p: Mapping[str, Any], seed: int, workdir: Path,
                   steps: int | None = None, save_steps: int = 0,
                   stop_after: int | None = None) -> tuple[Any, Any, list[dict[str, float]] | None]:
@@ -152,8 +200,13 @@ def train_arm_trl(arm: str, train: Mapping[str, np.ndarray], p: Mapping[str, Any
         hard, easy = np.flatnonzero(train["hard"] == 1), np.flatnonzero(train["hard"] == 0)
         is_hard = rng.random(n) < float(p["resample_hard_frac"])
         idx = np.where(is_hard, hard[rng.integers(0, len(hard), n)], easy[rng.integers(0, len(easy), n)])
-    model, tok = load_policy(p, T, seed)
-    log = trl_train(model, tok, rows(train, idx, arm != "direct"),
+    if p.get("trl_vlm"):
+        model, tok = load_vlm_policy(p, T, seed)
+        data = vlm_rows(train, idx, arm != "direct", workdir / f"{arm}.train.parquet")
+    else:
+        model, tok = load_policy(p, T, seed)
+        data = rows(train, idx, arm != "direct")
+    log = trl_train(model, tok, data,
                     [reward_fn("racc" if arm == "direct" else arm, p, T)], settings(p, seed, steps, save_steps),
                     workdir / arm, stop_after=stop_after)
     return model, tok, log
@@ -191,8 +244,14 @@ def run_arms_trl(arms: list[str], p: Mapping[str, Any], splits: Mapping[str, Map
         if log is None:
             return None
         secs = time.perf_counter() - t0
-        comps = generate(model, tok, [render(test, i, arm != "direct") for i in range(len(test["y"]))],
-                         int(p["trl_max_completion_length"]))
+        if p.get("trl_vlm"):
+            from paperflow.nn.trl_vlm import generate_answers
+
+            test_rows = vlm_rows(test, np.arange(len(test["y"])), arm != "direct", workdir / f"{arm}.test.parquet")
+            comps = generate_answers(model, tok, test_rows, int(p["trl_max_completion_length"]))
+        else:
+            comps = generate(model, tok, [render(test, i, arm != "direct") for i in range(len(test["y"]))],
+                             int(p["trl_max_completion_length"]))
         parsed = [parse(c, T) for c in comps]
         a = np.array([x for x, _, _ in parsed])
         tr = np.stack([t for _, t, _ in parsed])
