@@ -69,3 +69,22 @@ def test_two_level_bootstrap_covers_the_mean_and_widens_with_seed_spread():
     spread = two_level_bootstrap(np.stack([items - 2, items, items + 2]) + 1.0, n_boot=500)
     assert (spread.hi - spread.lo) > 2 * (same.hi - same.lo)
     assert not two_level_bootstrap(np.ones((3, 1))).has_ci
+
+
+def test_paired_two_level_bootstrap_cancels_shared_item_effects():
+    """Two arms on the same items: item difficulty is shared, so the paired CI of the difference is far
+    narrower than the spread of the items; one item gives no CI."""
+    from paperflow.core.stats import paired_two_level_bootstrap
+
+    rng = np.random.default_rng(0)
+    items = rng.normal(0, 5, 40)  # large shared item effects
+    a = items + 1.0 + rng.normal(0, 0.1, (3, 40))  # 3 seeds
+    b = items + rng.normal(0, 0.1, (3, 40))
+    e = paired_two_level_bootstrap([a, b], lambda x, y: x.mean(-1) - y.mean(-1), 1000, 0)
+    assert e.lo < 1.0 < e.hi and e.hi - e.lo < 0.2 and e.n == 40
+    unpaired = paired_two_level_bootstrap([a], lambda x: x.mean(-1), 1000, 0)
+    assert unpaired.hi - unpaired.lo > 1.0  # the item spread itself
+    undefined = paired_two_level_bootstrap([a, b], lambda x, y: np.full(x.shape[:-1], np.nan), 200, 0)
+    assert undefined.lo is None  # no finite draws: no CI
+    one = paired_two_level_bootstrap([a[:, :1], b[:, :1]], lambda x, y: x.mean(-1) - y.mean(-1), 100, 0)
+    assert one.lo is None and one.n == 1

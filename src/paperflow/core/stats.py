@@ -107,6 +107,34 @@ def two_level_bootstrap(x: Sequence[Sequence[float]] | np.ndarray, n_boot: int =
     return Estimate(val, float(np.quantile(boots, q)), float(np.quantile(boots, 1 - q)), Q, float(boots.std(ddof=1)))
 
 
+def paired_two_level_bootstrap(arrays: Sequence[np.ndarray], stat: Callable[..., np.ndarray], n_boot: int, seed: int,
+         level: float = 0.95) -> Estimate:
+    """stat(*arrays) with a two-level percentile CI, for several arms evaluated on the same items (houses,
+    queries, ...). Each (seeds, items) array is first resampled over its own seeds and averaged per item,
+    then every array is resampled by the same item indices (paired). `stat` maps (..., items) arrays to
+    (...) values, vectorised over the bootstrap draws (e.g. a difference of item means, or a ratio that
+    may be NaN: NaN draws are dropped). n = items. `two_level_bootstrap` is the one-array mean case
+    (it draws its indices in another order, so the two give different draws)."""
+    h = arrays[0].shape[1]
+    val = float(stat(*[a.mean(axis=0)[None] for a in arrays])[0])
+    if h < 2:
+        return Estimate(val, None, None, h)
+    rng = np.random.default_rng(seed)
+    hi = rng.integers(0, h, (n_boot, h))
+    res = []
+    for a in arrays:
+        rows = a[rng.integers(0, a.shape[0], (n_boot, a.shape[0]))].mean(axis=1) if a.shape[0] > 1 else \
+            np.broadcast_to(a, (n_boot, h))
+        res.append(np.take_along_axis(rows, hi, axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        vals = np.asarray(stat(*res), float)
+    vals = vals[np.isfinite(vals)]
+    if vals.size < 2 or val != val:
+        return Estimate(val, None, None, h)
+    q = (1 - level) / 2
+    return Estimate(val, float(np.quantile(vals, q)), float(np.quantile(vals, 1 - q)), h, float(vals.std(ddof=1)))
+
+
 def wilson(k: int, n: int, level: float = 0.95) -> Estimate:
     """Success rate k/n with the Wilson score interval."""
     from scipy import stats

@@ -10,7 +10,7 @@ make a claim "not testable at this scale". The claim functions are pure (metrics
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ import numpy as np
 
 from paperflow.core.report import Claim, write_summary
 from paperflow.core.stats import Estimate
+from paperflow.core.stats import paired_two_level_bootstrap as boot
 from paperflow.core.verdict import HELD, NOT_TESTABLE, PARTLY, Thresholds, Verdict, combine, judge
 from paperflow.hydra_nav.evaluate import columns, per_episode, summarise
 
@@ -85,31 +86,6 @@ def aggregate_runs(baselines: Sequence[Mapping[str, Any]], irft: Sequence[Mappin
 def matrix(metrics: Mapping[str, Any], policy: str, cost: str, key: str) -> np.ndarray:
     """(seeds, houses) per-episode values of `key` for `policy` at `cost`."""
     return np.asarray(metrics["per_policy"][policy][cost]["episodes"][key], float)
-
-
-def boot(arrays: Sequence[np.ndarray], stat: Callable[..., np.ndarray], n_boot: int, seed: int,
-         level: float = 0.95) -> Estimate:
-    """stat(*arrays) with a two-level percentile CI. Each (seeds, houses) array is first resampled over its
-    own seeds and averaged per house, then every array is resampled by the same house indices (paired).
-    `stat` maps (..., houses) arrays to (...) values (vectorised over the bootstrap draws). n = houses."""
-    h = arrays[0].shape[1]
-    val = float(stat(*[a.mean(axis=0)[None] for a in arrays])[0])
-    if h < 2:
-        return Estimate(val, None, None, h)
-    rng = np.random.default_rng(seed)
-    hi = rng.integers(0, h, (n_boot, h))
-    res = []
-    for a in arrays:
-        rows = a[rng.integers(0, a.shape[0], (n_boot, a.shape[0]))].mean(axis=1) if a.shape[0] > 1 else \
-            np.broadcast_to(a, (n_boot, h))
-        res.append(np.take_along_axis(rows, hi, axis=1))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        vals = np.asarray(stat(*res), float)
-    vals = vals[np.isfinite(vals)]
-    if vals.size < 2 or val != val:
-        return Estimate(val, None, None, h)
-    q = (1 - level) / 2
-    return Estimate(val, float(np.quantile(vals, q)), float(np.quantile(vals, 1 - q)), h, float(vals.std(ddof=1)))
 
 
 def mean_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
