@@ -65,6 +65,23 @@ def train_params(cfg: Mapping[str, Any], variant: str, seedset: str) -> dict[str
     """Everything one (arm, τ) job depends on — and nothing else (the gate's output is an input file)."""
     arm, tau = parse_variant(variant)
     ev = dict(cfg["eval"])
-    return {"variant": variant, "arm": arm, "tau": tau, "seeds": seed_list(cfg, seedset), "text": dict(cfg["text"]),
-            "estimator": dict(cfg["estimator"]), "model": dict(cfg["model"]), "eval": ev,
-            "random_words": list(cfg["random_words"]) if arm == "words" else []}
+    p = {"variant": variant, "arm": arm, "tau": tau, "seeds": seed_list(cfg, seedset), "text": dict(cfg["text"]),
+         "estimator": dict(cfg["estimator"]), "model": dict(cfg["model"]), "eval": ev,
+         "random_words": list(cfg["random_words"]) if arm == "words" else []}
+    if cfg["model"].get("kind") == "vlm":  # only then: the late-fusion jobs keep their parameters (and hashes)
+        p["vlm"] = vlm_params(cfg)
+        p["random_words"] = list(cfg["random_words"])  # the tiny VLM's vocabulary has every word
+    return p
+
+
+def vlm_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """model.kind vlm: the VLM, LoRA and SFT settings, read from full_scale (their one place in the config)."""
+    f = cfg["full_scale"]
+    lo, s = dict(f["lora"]), dict(f["sft"])
+    return {"path": f["vlm"] or None, "max_caption_tokens": int(f["caption_max_new_tokens"]),
+            "question": f["question"], "caption_prompt": f["caption_prompt"],
+            "tiny_hidden": int(f["tiny_hidden"]), "tiny_layers": int(f["tiny_layers"]),
+            "lora": {"r": int(lo["r"]), "alpha": int(lo["alpha"]), "dropout": float(lo["dropout"]),
+                     "target_modules": list(lo["targets"])},
+            "sft": {"epochs": float(s["epochs"]), "lr": float(s["lr"]), "warmup_ratio": float(s["warmup"]),
+                    "batch_size": int(s["effective_batch"])}}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from paperflow.core.cli import stage
 from paperflow.core.io import Stage, read_json, write_json
@@ -77,6 +77,7 @@ class TrainParams(TypedDict):
     model: dict[str, Any]
     eval: dict[str, Any]
     random_words: list[str]
+    vlm: NotRequired[dict[str, Any]]
 
 
 @stage(plan=plan.train_params)
@@ -100,11 +101,21 @@ def train(params: TrainParams, *, data_json: Path, images: Path, gate: Path, cap
     cap.eval()
     with Stage("mi_gate.train", config=params, outputs=[out], inputs=[data_json, images, gate, captioner],
                seed=params["seeds"][0]) as st:
-        tests = test_inputs(ds["test"], cap, params)
         per_seed = []
-        for s in params["seeds"]:
-            seed_everything(int(s))
-            per_seed.append(run_seed(params["arm"], params["tau"], int(s), ds, g, tests, params))
+        if params["model"].get("kind") == "vlm":  # self-captions + LoRA SFT of the VLM (mi_gate/vlm.py)
+            import tempfile
+
+            from paperflow.mi_gate.vlm import run_seed_vlm
+
+            for s in params["seeds"]:
+                seed_everything(int(s))
+                with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+                    per_seed.append(run_seed_vlm(params["arm"], params["tau"], int(s), ds, g, params, tmp))
+        else:
+            tests = test_inputs(ds["test"], cap, params)
+            for s in params["seeds"]:
+                seed_everything(int(s))
+                per_seed.append(run_seed(params["arm"], params["tau"], int(s), ds, g, tests, params))
         write_json(out, {"params": dict(params), "seeds": per_seed})
         st.metrics = {str(r["seed"]): {"clean_T0": r["test"]["T0"]["clean"]["acc"]} for r in per_seed}
     log.info("%s: %s", params["variant"], st.metrics)

@@ -125,6 +125,19 @@ def read_easyr1(path: str | Path, *, prompt_key: str = "problem", answer_key: st
     return out
 
 
+def vector_image(v: np.ndarray, scale: float, block: int = 4) -> np.ndarray:
+    """uint8 [S, S, 3]: a feature vector drawn as a square grid of grey `block`-pixel blocks, value x →
+    clip(128 + scale·x), unused cells mid-grey (x = 0). How the tiny worlds' vector "images" become pixels
+    for a VLM; decoding the block centres gives x back to within 1/(2·scale) where it was not clipped."""
+    v = np.asarray(v, np.float64).reshape(-1)
+    side = int(np.ceil(np.sqrt(len(v))))
+    grid = np.full(side * side, 128.0)
+    grid[: len(v)] = 128 + scale * v
+    g = np.clip(np.rint(grid), 0, 255).astype(np.uint8).reshape(side, side)
+    g = np.repeat(np.repeat(g, block, axis=0), block, axis=1)
+    return np.repeat(g[:, :, None], 3, axis=2)
+
+
 # --- reward (EasyR1's math score function) ---------------------------------------------------------------
 
 

@@ -140,12 +140,9 @@ def generate(model: Any, tok: Any, prompts: list[str], max_new: int) -> list[str
 
 def frame_image(v: np.ndarray, block: int = 4) -> np.ndarray:
     """uint8 [S, S, 3]: one frame's vector as a square grid of grey blocks (value x → clip(128 + 100·x))."""
-    side = int(np.ceil(np.sqrt(len(v))))
-    grid = np.full(side * side, 128.0)
-    grid[: len(v)] = 128 + 100 * np.asarray(v, np.float64)
-    g = np.clip(np.rint(grid), 0, 255).astype(np.uint8).reshape(side, side)
-    g = np.repeat(np.repeat(g, block, axis=0), block, axis=1)
-    return np.repeat(g[:, :, None], 3, axis=2)
+    from paperflow.nn.trl_vlm import vector_image
+
+    return vector_image(v, 100.0, block)
 
 
 def vlm_problem(d: Mapping[str, np.ndarray], i: int, with_hyps: bool) -> str:
