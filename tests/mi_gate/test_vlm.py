@@ -14,13 +14,16 @@ P = dict(n=120, type_probs=[0.4, 0.2, 0.2, 0.2], image_dim=16, image_noise=0.7, 
          split_seed=42)
 
 
+def _full_scale() -> dict:
+    return {"vlm": "", "caption_max_new_tokens": 3, "image_size": 28, "question": "Yes. or No. ?",
+            "caption_prompt": "describe the image", "tiny_hidden": 16, "tiny_layers": 1,
+            "lora": {"r": 4, "alpha": 8, "dropout": 0.05,
+                     "targets": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]},
+            "sft": {"epochs": 1, "lr": 1e-2, "warmup": 0.03, "effective_batch": 16}}
+
+
 def _vlm_params() -> dict:
-    full_scale = {"vlm": "", "caption_max_new_tokens": 3, "question": "Yes. or No. ?",
-                  "caption_prompt": "describe the image", "tiny_hidden": 16, "tiny_layers": 1,
-                  "lora": {"r": 4, "alpha": 8, "dropout": 0.05,
-                           "targets": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]},
-                  "sft": {"epochs": 1, "lr": 1e-2, "warmup": 0.03, "effective_batch": 16}}
-    return plan.vlm_params({"full_scale": full_scale})
+    return plan.vlm_params({"full_scale": _full_scale()})
 
 
 def test_vlm_params_come_from_full_scale_and_only_vlm_jobs_get_them():
@@ -33,16 +36,25 @@ def test_vlm_params_come_from_full_scale_and_only_vlm_jobs_get_them():
 
 def test_parse_label_counts_a_non_answer_as_wrong():
     assert V.parse_label("Yes. it is") == 1 and V.parse_label("so No.") == 0
+    assert V.parse_label("yes") == 1 and V.parse_label('"NO!" it says') == 0 and V.parse_label("yesterday") == V.UNPARSED
     assert V.parse_label("lamp river") == V.UNPARSED
 
 
 @pytest.mark.filterwarnings("ignore")
-def test_one_vlm_seed_self_captions_sfts_and_scores_every_condition(tmp_path):
+@pytest.mark.parametrize("image_files", [False, True])
+def test_one_vlm_seed_self_captions_sfts_and_scores_every_condition(tmp_path, image_files):
     out = tmp_path / "synth"
     D.write_dataset(out, *D.generate(P))
     ds = D.load_dataset(out / "data.json", out / "image_features.npy")
     _, gate = TR.run_gate(ds, CFG)
-    p = {**CFG, "vlm": _vlm_params(), "eval": {**CFG["eval"], "conditions": ["clean", "noise2"]}}
+    v = _vlm_params()
+    if image_files:  # the authors' layout: <image_dir>/<id>.png
+        (tmp_path / "img").mkdir()
+        for d in ds.values():
+            for i, im in zip(d.ids, V.images_of(d.image)):
+                im.save(tmp_path / "img" / f"{int(i)}.png")
+        v = {**v, "image_dir": str(tmp_path / "img")}
+    p = {**CFG, "vlm": v, "eval": {**CFG["eval"], "conditions": ["clean", "noise2"]}}
     img = V.images_of(ds["train"].image[:1])[0]
     arr = np.asarray(img)[2::4, 2::4, 0].reshape(-1)[:16].astype(float)
     inside = (arr > 0) & (arr < 255)
@@ -75,3 +87,23 @@ def test_lora_sft_trains_only_the_adapters(tmp_path):
         if "lora_" not in n:
             key = n.replace("base_model.model.", "", 1).replace(".base_layer", "")
             assert torch.equal(t, base[key]), n  # the base weights are frozen
+
+
+def test_real_images_are_read_by_id_corrupted_on_pixels_and_drawn_back(tmp_path):
+    from PIL import Image
+
+    from paperflow.mi_gate.data import corrupt_image
+
+    rng = np.random.default_rng(0)
+    for i in (7, 9):
+        Image.fromarray(rng.integers(0, 256, (40, 30, 3)).astype(np.uint8)).save(tmp_path / f"{i}.png")
+    x = V.read_images([7, 9], tmp_path, 16)
+    assert x.shape == (2, 16 * 16 * 3) and -1.0 <= x.min() and x.max() <= 1.0
+    back = V.pixels_to_images(x, 16)
+    assert np.abs(np.asarray(back[0], float) / 127.5 - 1 - x[0].reshape(16, 16, 3)).max() <= 0.5 / 127.5 + 1e-6
+    occ = np.asarray(V.pixels_to_images(corrupt_image(x, "occlusion", rng), 16)[1])
+    assert (occ[8:] == 128).all() and not (occ[:8] == 128).all()  # the bottom half is grey
+    with pytest.raises(FileNotFoundError, match="record id 3"):
+        V.read_images([3], tmp_path, 16)
+    v = plan.vlm_params({"full_scale": _full_scale(), "data": {"source": "files", "files": {"image_dir": str(tmp_path)}}})
+    assert v["image_dir"] == str(tmp_path) and v["image_size"] == 28

@@ -78,7 +78,10 @@ def vlm_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """model.kind vlm: the VLM, LoRA and SFT settings, read from full_scale (their one place in the config)."""
     f = cfg["full_scale"]
     lo, s = dict(f["lora"]), dict(f["sft"])
+    files = cfg.get("data", {}).get("files", {})
+    image_dir = files.get("image_dir") if cfg.get("data", {}).get("source") == "files" else None
     return {"path": f["vlm"] or None, "max_caption_tokens": int(f["caption_max_new_tokens"]),
+            "image_dir": image_dir or None, "image_size": int(f["image_size"]),
             "question": f["question"], "caption_prompt": f["caption_prompt"],
             "tiny_hidden": int(f["tiny_hidden"]), "tiny_layers": int(f["tiny_layers"]),
             "lora": {"r": int(lo["r"]), "alpha": int(lo["alpha"]), "dropout": float(lo["dropout"]),

@@ -347,14 +347,14 @@ def _type_acc(metrics: Mapping[str, Any], v: str, tv: str, t: str) -> float:
     return float(np.mean([x["test"][tv]["clean"]["per_type"].get(t, float("nan")) for x in S]))
 
 
-def measured_notes(metrics: Mapping[str, Any], tau: float) -> str:
+def measured_notes(metrics: Mapping[str, Any], tau: float, kind: str = "late_fusion") -> str:
     """Sentences computed from the metrics: the additive late fusion on S (XOR) samples, the T1 caption shift
     on U_T samples, and whether the adjustment pinned Ū_V at 0 (so R̄ = mean i_V cannot move)."""
     out = []
     g = metrics["gate"]
     vs = [v for v in ("original", variant("gated", tau), variant("random", tau)) if v in metrics["runs"]]
     have_types = bool(vs) and bool(next(iter(metrics["runs"][vs[0]]["seeds"].values()))["test"]["T0"]["clean"]["per_type"])
-    if have_types:
+    if have_types and kind == "late_fusion":
         s_acc = {v: _type_acc(metrics, v, "T0", "S") for v in vs}
         out.append("- **S samples are out of reach of late fusion.** Its head is linear in [h_V; h_T], so the logit is "
                    "f(image) + g(text), which cannot express XOR(warm colour, cue): clean T0 accuracy on true S samples "
@@ -373,9 +373,18 @@ def measured_notes(metrics: Mapping[str, Any], tau: float) -> str:
     return "\n".join(out)
 
 
-def honesty(gate: Mapping[str, Any], cs: Sequence[Claim]) -> str:
+def honesty(gate: Mapping[str, Any], cs: Sequence[Claim], kind: str = "late_fusion") -> str:
     acc = gate["captioner_acc"]["test"]
-    return f"""- **True by construction in this tiny world.** The caption is a deterministic function of the image
+    if kind == "vlm":
+        model = ("""- **model.kind vlm.** Each arm fine-tunes the VLM of `full_scale.vlm` with LoRA (TRL SFTTrainer + peft;
+  a random tiny LLaVA when the path is empty: then accuracies sit at chance and the claims are not testable).
+  Training captions are the VLM's own pre-SFT captions of the chosen images, T1's the fine-tuned VLM's captions
+  of the (corrupted) test images; the tiny captioner below only feeds the gate's record. Images are the feature
+  vectors drawn as grey blocks.
+""")
+    else:
+        model = ""
+    return model + f"""- **True by construction in this tiny world.** The caption is a deterministic function of the image
   (the captioner reads colour and shape at {acc['colour']:.3f} / {acc['shape']:.3f} on clean test images), so it
   adds no information beyond x_V: it only copies the colour into the text channel. A captioned U_V sample's text
   then names its colour exactly like an R sample's, so moving U_V → R is near-mechanical, and the estimator's
@@ -390,11 +399,12 @@ def honesty(gate: Mapping[str, Any], cs: Sequence[Claim]) -> str:
 - Entropies come from a 16-component diagonal Gaussian mixture on 16 whitened PCA dimensions (KNIFE-like; scikit-learn);
   report trends of R/U, not bits. Per-sample scores are cross-fitted (2 folds), which departs from the code.
 - VIE and consistency are [recon] definitions (P(wrong corrupted | right clean); P(same prediction)); the
-  late-fusion MLP stands in for the LoRA-SFT'd VLM; "verdicts" are about this tiny world only."""
+  {"VLM is the one of model.kind vlm" if kind == "vlm" else "late-fusion MLP stands in for the LoRA-SFT'd VLM"}; "verdicts" are about this tiny world only."""
 
 
 def write(metrics: dict[str, Any], cfg: Mapping[str, Any], out: str | Path, inputs: Sequence[str]) -> None:
     tau = float(cfg["claims"]["tau"])
+    kind = str(cfg.get("model", {}).get("kind", "late_fusion"))
     cs = claims(metrics, cfg)
     conds = list(cfg["claims"]["image_conditions"])
     body = f"""
@@ -405,8 +415,8 @@ judged budget τ = {tau:g} is declared in the config. CIs: 95% t intervals of th
 (same seed, same corrupted test set). VIE/consistency columns average the image corruptions {conds}.
 
 ## Honesty notes (spec §9)
-{honesty(metrics['gate'], cs)}
-{measured_notes(metrics, tau)}
+{honesty(metrics['gate'], cs, kind)}
+{measured_notes(metrics, tau, kind)}
 
 ## The estimator and the gate (train set)
 {gate_section(metrics['gate'])}

@@ -10,10 +10,10 @@ caption of their image appended to their text (≤ 96 new tokens), then the VLM 
   code runs in CI on CPU;
 - SFT is TRL's `SFTTrainer` with a `peft.LoraConfig` on prompt–completion rows (loss on the answer only):
   user = [image, text + question], assistant = "Yes." / "No.";
-- images: the tiny world's image is a 32-d feature vector, drawn as grey blocks (`nn.trl_vlm.vector_image`);
-  corrupted test images are the corrupted vectors drawn the same way, so T1's self-caption is made from the
-  corrupted image, as the spec asks. Real data would need the images themselves (not wired: the loader reads
-  features only);
+- images: with `data.files.image_dir` the real images (`<image_dir>/<id>.png`, the authors' layout), resized
+  to `image_size`, corrupted on their pixels (noise k× pixel RMS, pixel dropout, bottom half occluded); else
+  the tiny world's feature vector drawn as grey blocks (`nn.trl_vlm.vector_image`), corrupted as a vector.
+  Either way T1's self-caption is made from the corrupted image, as the spec asks;
 - predictions: the first "Yes."/"No." word of the greedy answer; anything else counts as a third class
   (wrong), so a model that does not answer is not scored at chance.
 """
@@ -33,11 +33,44 @@ UNPARSED = 2  # prediction of an answer that is neither "Yes." nor "No."
 
 
 def images_of(features: np.ndarray) -> list[Any]:
+    """The tiny world's image vectors drawn as grey blocks (`nn.trl_vlm.vector_image`)."""
     from PIL import Image
 
     from paperflow.nn.trl_vlm import vector_image
 
     return [Image.fromarray(vector_image(x, IMAGE_SCALE)) for x in features]
+
+
+def read_images(ids: Sequence[int], image_dir: str | Path, size: int) -> np.ndarray:
+    """Real images in the authors' layout (`<image_dir>/<id>.png`), RGB, resized to size × size, as
+    pixel vectors in [−1, 1] (N, size·size·3): the form `data.corrupt_image` corrupts."""
+    from PIL import Image
+
+    out = np.empty((len(ids), size * size * 3), np.float32)
+    for k, i in enumerate(ids):
+        path = Path(image_dir) / f"{int(i)}.png"
+        if not path.exists():
+            raise FileNotFoundError(f"mi_gate vlm: no image {path} for record id {int(i)} (data.files.image_dir)")
+        im = Image.open(path).convert("RGB").resize((size, size), Image.Resampling.BICUBIC)
+        out[k] = np.asarray(im, np.float32).reshape(-1) / 127.5 - 1.0
+    return out
+
+
+def pixels_to_images(x: np.ndarray, size: int) -> list[Any]:
+    """Pixel vectors in [−1, 1] (possibly corrupted: 0 = mid-grey) back to PIL images."""
+    from PIL import Image
+
+    arr = np.clip(np.rint((x + 1.0) * 127.5), 0, 255).astype(np.uint8).reshape(len(x), size, size, 3)
+    return [Image.fromarray(a) for a in arr]
+
+
+def split_images(d: Dataset, v: Mapping[str, Any]) -> tuple[np.ndarray, Any]:
+    """(vectors the corruptions act on, vectors → PIL images): the real images when `image_dir` is set (pixel
+    corruptions: noise, dropout and occlusion of the bottom half act on pixels), else the feature vectors."""
+    if v.get("image_dir"):
+        size = int(v["image_size"])
+        return read_images(d.ids, v["image_dir"], size), lambda x: pixels_to_images(x, size)
+    return d.image, images_of
 
 
 def word_vocab(random_words: Sequence[str], question: str, caption_prompt: str) -> list[str]:
@@ -108,9 +141,12 @@ def lora_sft(model: Any, proc: Any, rows: Mapping[str, list[Any]], v: Mapping[st
 
 
 def parse_label(answer: str) -> int:
+    """The first word that is yes/no (case and punctuation ignored: "Yes.", "yes", "NO!") → 1/0, else UNPARSED."""
+    names = [lab.strip(".").lower() for lab in LABELS]
     for w in answer.split():
-        if w in LABELS:
-            return LABELS.index(w)
+        w = w.strip(".,!?;:\"'").lower()
+        if w in names:
+            return names.index(w)
     return UNPARSED
 
 
@@ -134,7 +170,8 @@ def run_seed_vlm(arm: str, tau: float | None, seed: int, ds: Mapping[str, Datase
     v, ev = p["vlm"], p["eval"]
     tr, va, te = ds["train"], ds["val"], ds["test"]
     model, proc = load(v, p["random_words"], seed)
-    tr_images = images_of(tr.image)
+    tr_vec, draw = split_images(tr, v)
+    tr_images = draw(tr_vec)
     caps = dict(zip(gate["ids"], gate["captions"]))
     if arm in ("gated", "random"):  # the VLM's own captions of the images it will be trained on
         _, idx = training_text(arm, tau, seed, tr, gate, p["random_words"])
@@ -145,13 +182,15 @@ def run_seed_vlm(arm: str, tau: float | None, seed: int, ds: Mapping[str, Datase
     model, log = lora_sft(model, proc, sft_rows(tr_images, texts, tr.y, v["question"]), v, seed, Path(workdir) / "sft")
     res: dict[str, Any] = {"seed": seed, "n_augmented": int(len(idx)), "sft_log": log,
                            "final_loss": log[-1]["loss"] if log else float("nan")}
-    res["val_acc"] = float(np.mean(predict(model, proc, images_of(va.image), va.text, v["question"]) == va.y))
+    va_vec, _ = split_images(va, v)
+    res["val_acc"] = float(np.mean(predict(model, proc, draw(va_vec), va.text, v["question"]) == va.y))
+    te_vec, _ = split_images(te, v)
     preds: dict[tuple[str, str], np.ndarray] = {}
     for cond in ev["conditions"]:
         rng = stream(int(ev["seed"]), cond)
-        img = corrupt_image(te.image, cond, rng, float(ev["dropout"]))
+        img = corrupt_image(te_vec, cond, rng, float(ev["dropout"]))
         text = drop_words(te.text, float(ev["word_drop"]), rng) if cond == "worddrop" else list(te.text)
-        ims = images_of(img)
+        ims = draw(img)
         own = self_captions(model, proc, ims, v["caption_prompt"], int(v["max_caption_tokens"]))
         preds[("T0", cond)] = predict(model, proc, ims, text, v["question"])
         preds[("T1", cond)] = predict(model, proc, ims, [f"{t} {c}".strip() for t, c in zip(text, own)], v["question"])
