@@ -113,7 +113,7 @@ def test_pretraining_is_for_the_tiny_lm_only_and_refreezes(world):
     assert len(hist) == 2 and all(np.isfinite(h["loss"]) for h in hist)
     assert any(not torch.equal(v, state(lm)[k]) for k, v in before.items())
     assert not any(q.requires_grad for q in lm.parameters()) and not lm.training
-    with pytest.raises(ValueError, match="tiny-llama only"):
+    with pytest.raises(ValueError, match="tiny-llava only"):
         hf_lm.pretrain(lm, codec, load_split(world, "pretrain"), {**HP, "pretrain_steps": 1, "model_path": "/x"},
                        1, 0.01, 16)
     curve = hf_lm.icl_curve(lm, codec, load_split(world, "pretrain_val"), 8)["all"]

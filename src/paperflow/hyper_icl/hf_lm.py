@@ -43,6 +43,7 @@ from paperflow.hyper_icl.model import REFERENCE_KIND, Gate, check_param_band
 log = logging.getLogger(__name__)
 
 TINY = "tiny-llama"
+TINY_VLM = "tiny-llava"  # nn.trl_vlm.tiny_llava: the items reach the model as images (vision: true)
 VOCAB = ([f"c{i}" for i in range(N_COLOUR)] + [f"s{i}" for i in range(N_SHAPE)]
          + [f"n{i}" for i in range(1, N_COUNT + 1)] + [str(i) for i in range(N_LABELS)] + ["->", ";"])
 HF_ARMS = ("zero_shot", "teacher", "logit_fixed", "logit_gated", "gated_euclid", "gated_lorentz",
@@ -86,6 +87,87 @@ class Codec:
         return self.bos + sum((self.demo(*d) for d in demos), []) + self.query(*query)
 
 
+PALETTE = ((220, 40, 40), (240, 150, 30), (230, 220, 40), (40, 170, 60), (40, 90, 220), (150, 60, 190))
+
+
+def item_image(colour: int, shape: int, count: int, size: int) -> Any:
+    """An item as a picture: `count` (1..4) copies of shape `shape` (9 primitives) in colour `colour` on white, in a
+    2 × 2 grid, so the attributes are seen, not read."""
+    from PIL import Image, ImageDraw
+
+    im = Image.new("RGB", (size, size), (255, 255, 255))
+    d = ImageDraw.Draw(im)
+    c, h = PALETTE[int(colour) % len(PALETTE)], size // 2
+    for k in range(int(count)):
+        x0, y0 = (k % 2) * h + h // 6, (k // 2) * h + h // 6
+        x1, y1 = x0 + 2 * h // 3, y0 + 2 * h // 3
+        xm, ym = (x0 + x1) // 2, (y0 + y1) // 2
+        prim = int(shape)
+        if prim == 0:
+            d.ellipse((x0, y0, x1, y1), fill=c)
+        elif prim == 1:
+            d.rectangle((x0, y0, x1, y1), fill=c)
+        elif prim == 2:
+            d.polygon([(xm, y0), (x1, y1), (x0, y1)], fill=c)
+        elif prim == 3:
+            d.polygon([(xm, y0), (x1, ym), (xm, y1), (x0, ym)], fill=c)
+        elif prim == 4:
+            d.rectangle((x0, ym - h // 12, x1, ym + h // 12), fill=c)
+            d.rectangle((xm - h // 12, y0, xm + h // 12, y1), fill=c)
+        elif prim == 5:
+            d.ellipse((x0, y0, x1, y1), outline=c, width=max(1, h // 10))
+        elif prim == 6:
+            d.rectangle((x0, ym - h // 8, x1, ym + h // 8), fill=c)
+        elif prim == 7:
+            d.rectangle((xm - h // 8, y0, xm + h // 8, y1), fill=c)
+        else:
+            d.polygon([(x0, y0), (x1, y0), (xm, y1)], fill=c)
+    return im
+
+
+class VisionCodec(Codec):
+    """The items as images for a VLM (LLaVA family): an item is its image, then ` ->`.
+
+    A sequence stays a plain list of ids, so every function above works unchanged: an image item is
+    `n_img` copies of a *virtual* id `image_base + code(colour, shape, count)` (above the vocabulary), and
+    `model_inputs` turns them into the model's image token plus `pixel_values` (images in reading order,
+    row by row), right before the forward pass."""
+
+    def __init__(self, processor: Any, image_size: int):
+        super().__init__(processor.tokenizer)
+        self.processor, self.size = processor, int(image_size)
+        self.image_token = int(processor.tokenizer.convert_tokens_to_ids(processor.image_token))
+        probe = processor(text=processor.image_token, images=[item_image(0, 0, 1, self.size)], return_tensors="pt")
+        self.n_img = int((probe["input_ids"] == self.image_token).sum())
+        self.image_base = max(len(processor.tokenizer), int(self.image_token) + 1) + 1
+
+    def code(self, colour: int, shape: int, count: int) -> int:
+        return (int(colour) * N_SHAPE + int(shape)) * N_COUNT + int(count) - 1
+
+    def query(self, colour: int, shape: int, count: int) -> list[int]:
+        return [self.image_base + self.code(colour, shape, count)] * self.n_img + self.ids(" ->")
+
+    def model_inputs(self, ids: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+        """(ids with the image token, the image processor's tensors for the images in reading order)."""
+        virtual = ids >= self.image_base
+        if not bool(virtual.any()):
+            return ids, {}
+        codes = (ids[virtual] - self.image_base).tolist()[:: self.n_img]  # one code per image (runs of n_img)
+        images = []
+        for code in codes:
+            rest, n = divmod(int(code), N_COUNT)
+            c, sh = divmod(rest, N_SHAPE)
+            images.append(item_image(c, sh, n + 1, self.size))
+        px = self.processor.image_processor(images, return_tensors="pt")
+        out = ids.clone()
+        out[virtual] = self.image_token
+        return out, {k: v for k, v in px.items()}
+
+
+def model_kwargs(codec: Codec, ids: Tensor) -> tuple[Tensor, dict[str, Any]]:
+    return codec.model_inputs(ids) if isinstance(codec, VisionCodec) else (ids, {})
+
+
 def pad_left(seqs: Sequence[list[int]], pad: int) -> tuple[Tensor, Tensor]:
     """Left-pad to one length (the last position is every sequence's query end). → (ids, attention_mask)."""
     n = max(len(s) for s in seqs)
@@ -123,13 +205,27 @@ def load_lm(hp: Mapping[str, Any], seed: int, device: str | torch.device = "cpu"
         tok = word_tokenizer(VOCAB)
         lm = tiny_llama(len(tok), hidden=int(hp["tiny_hidden"]), layers=int(hp["tiny_layers"]),
                         heads=int(hp["tiny_heads"]), seed=seed)
+    elif path == TINY_VLM or hp.get("vision"):
+        from paperflow.nn import trl_vlm
+
+        if path == TINY_VLM:
+            tok = trl_vlm.word_processor(VOCAB, image_size=28)
+            lm = trl_vlm.tiny_llava(tok, hidden=int(hp["tiny_hidden"]), layers=int(hp["tiny_layers"]), seed=seed)
+        else:
+            from transformers import AutoModelForImageTextToText, AutoProcessor
+
+            dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[str(hp["dtype"])]
+            tok = AutoProcessor.from_pretrained(path)
+            lm = AutoModelForImageTextToText.from_pretrained(path, dtype=dtype)
+        if tok.tokenizer.pad_token_id is None:
+            tok.tokenizer.pad_token = tok.tokenizer.eos_token
     else:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[str(hp["dtype"])]
         tok = AutoTokenizer.from_pretrained(path)
         lm = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-    if tok.pad_token_id is None:
+    if getattr(tok, "pad_token_id", 0) is None:
         tok.pad_token = tok.eos_token
     if hasattr(lm, "set_attn_implementation"):
         lm.set_attn_implementation("eager")  # 4D additive masks reach the (wrapped) attention modules
@@ -140,9 +236,21 @@ def load_lm(hp: Mapping[str, Any], seed: int, device: str | torch.device = "cpu"
     return lm.to(device).eval(), tok
 
 
+def text_config(lm: Any) -> Any:
+    """The language model's config (a VLM keeps it under `text_config`)."""
+    return getattr(lm.config, "text_config", None) or lm.config
+
+
+def make_codec(tok: Any, hp: Mapping[str, Any]) -> Codec:
+    """`Codec` for a tokenizer; `VisionCodec` (items as images) for a processor (tiny-llava or `vision: true`)."""
+    if hasattr(tok, "image_processor"):
+        return VisionCodec(tok, int(hp["image_size"]))
+    return Codec(tok)
+
+
 def distill_layers(lm: Any, hp: Mapping[str, Any]) -> list[int]:
     """Every `distill_every`-th hidden state 1..L (the last layer if none)."""
-    L = int(lm.config.num_hidden_layers)
+    L = int(text_config(lm).num_hidden_layers)
     e = int(hp["distill_every"])
     return list(range(e, L + 1, e)) or [L]
 
@@ -197,14 +305,15 @@ class HFAdaptedAttention(nn.Module):
 
 
 def _layers(lm: Any) -> Any:
-    return lm.model.layers
+    inner = lm.model
+    return inner.layers if hasattr(inner, "layers") else inner.language_model.layers  # causal LM / LLaVA-style VLM
 
 
 @contextlib.contextmanager
 def adapted(lm: Any, kind: str, p: Mapping[str, Any]) -> Iterator[list[nn.Parameter]]:
     """Wrap every layer's self-attention with a fresh adapter of `kind`; yields the trainable parameters and puts
     the original modules back afterwards (the LM is shared by every arm, never copied)."""
-    cfg = lm.config
+    cfg = text_config(lm)
     dev = next(lm.parameters()).device
     originals = [layer.self_attn for layer in _layers(lm)]
     try:
@@ -247,8 +356,9 @@ def answer_logits(lm: Any, codec: Codec, seqs: Sequence[list[int]], hidden_layer
     states ([B, q_len, D] each)."""
     dev = next(lm.parameters()).device
     ids, mask = pad_left(seqs, int(codec.tok.pad_token_id))
+    ids, extra = model_kwargs(codec, ids)
     out = lm(input_ids=ids.to(dev), attention_mask=mask.to(dev), output_hidden_states=bool(hidden_layers),
-             use_cache=False)
+             use_cache=False, **{k: v.to(dev) for k, v in extra.items()})
     logits = out.logits[:, -1, codec.answer_ids].float()
     return logits, [out.hidden_states[li][:, -q_len:] for li in hidden_layers]
 
@@ -300,8 +410,9 @@ def pretrain(lm: Any, codec: Codec, ep: Mapping[str, np.ndarray], hp: Mapping[st
     steps = int(hp["pretrain_steps"])
     if not steps:
         return []
-    if str(hp["model_path"]) != TINY:
-        raise ValueError("hf_lm.pretrain_steps > 0 is for model_path tiny-llama only (a real LM stays as loaded)")
+    if str(hp["model_path"]) not in (TINY, TINY_VLM):
+        raise ValueError("hf_lm.pretrain_steps > 0 is for model_path tiny-llama / tiny-llava only (a real LM stays "
+                         "as loaded)")
     seed_everything(seed)
     dev = next(lm.parameters()).device
     for prm in lm.parameters():
@@ -315,8 +426,10 @@ def pretrain(lm: Any, codec: Codec, ep: Mapping[str, np.ndarray], hp: Mapping[st
     for step in range(steps):
         idx = stream(seed, "hf_pretrain", step).choice(n, size=min(batch, n), replace=False)
         ids, mask = pad_left([seqs[i] for i in idx], int(codec.tok.pad_token_id))
+        model_ids, extra = model_kwargs(codec, ids)
         ids, mask = ids.to(dev), mask.to(dev)
-        logits = lm(input_ids=ids, attention_mask=mask, use_cache=False).logits[:, :-1]
+        logits = lm(input_ids=model_ids.to(dev), attention_mask=mask, use_cache=False,
+                    **{k: v.to(dev) for k, v in extra.items()}).logits[:, :-1]
         at = (ids[:, :-1] == arrow) & mask[:, :-1].bool()  # positions whose next token is an answer
         loss = F.cross_entropy(logits[at][:, answers], (ids[:, 1:][at][:, None] == answers).float().argmax(-1))
         opt.zero_grad()

@@ -180,12 +180,12 @@ def _base_hf_lm(params: Any, *, data: Path, weights: Path, out: Path) -> dict[st
     with Stage("hyper_icl.base", config=params, outputs=[weights, out], inputs=[data / "pretrain.npz"],
                seed=seed) as st:
         lm, tok = hf_lm.load_lm(hp, seed, _device())
-        codec = hf_lm.Codec(tok)
+        codec = hf_lm.make_codec(tok, hp)
         hist = hf_lm.pretrain(lm, codec, load_split(data, "pretrain"), hp, seed, float(hp["pretrain_lr"]),
                               int(params["batch_size"]))
         curve = hf_lm.icl_curve(lm, codec, load_split(data, "pretrain_val"), int(hp["eval_batch"]))
         meta = {"seed": str(seed), "hf_model_path": str(hp["model_path"])}
-        save_weights(weights, lm if hp["model_path"] == hf_lm.TINY else {}, metadata=meta)
+        save_weights(weights, lm if hp["model_path"] in (hf_lm.TINY, hf_lm.TINY_VLM) else {}, metadata=meta)
         write_json(out, {"params": dict(params), "history": hist, "icl_curve": curve})
         st.metrics = {"icl_acc_by_k": curve["all"]}
     return st.metrics
@@ -205,9 +205,9 @@ def _arms_hf_lm(params: Any, *, data: Path, weights: Path, out: Path) -> dict[st
     with Stage("hyper_icl.arms", config=params, outputs=[out], seed=seed,
                inputs=[weights] + [data / f"{t}_{s}.npz" for t in targets for s in ("train", "val", "test")]) as st:
         lm, tok = hf_lm.load_lm(hp, seed, _device())
-        if hp["model_path"] == hf_lm.TINY:
+        if hp["model_path"] in (hf_lm.TINY, hf_lm.TINY_VLM):
             lm.load_state_dict({k: v.to(next(lm.parameters()).device) for k, v in load_weights(weights).items()})
-        codec = hf_lm.Codec(tok)
+        codec = hf_lm.make_codec(tok, hp)
         counts = hf_lm.hf_param_band(lm, params, list(params["arms"]))  # raises outside the band / unknown arms
         result: dict[str, Any] = {"params": dict(params), "targets": {}, "param_band": counts}
         for t in targets:
