@@ -127,3 +127,19 @@ def test_a_killed_trl_arm_resumes_to_the_uninterrupted_result(world, tmp_path, v
     resumed = run_arm_trl("p_t_v", world, filt, p, 0, ckpt=tmp_path / "b")
     assert _trace(resumed) == _trace(full)
     assert [st["stage"] for st in full["stages"]] == ["perc", "text", "vis"]
+
+
+def test_the_text_stage_freezes_the_vision_encoder_and_unfreezes_it_after():
+    from paperflow.nn import trl_vlm
+    from paperflow.staged_rl.trl_backend import TRL_VOCAB, set_vision_frozen
+
+    proc = trl_vlm.word_processor(TRL_VOCAB)
+    model = trl_vlm.tiny_llava(proc, hidden=16, layers=1)
+    n = set_vision_frozen(model, True)
+    tower = [q for name, q in model.named_parameters() if "vision_tower" in name]
+    assert n == len(tower) > 0 and not any(q.requires_grad for q in tower)
+    assert all(q.requires_grad for name, q in model.named_parameters() if "vision_tower" not in name)
+    assert set_vision_frozen(model, False) == 0 and all(q.requires_grad for q in tower)
+    from paperflow.nn.trl_grpo import tiny_llama
+
+    assert set_vision_frozen(tiny_llama(8), True) == 0  # a text LM has no encoder

@@ -156,6 +156,21 @@ def run_arm_trl(arm: str, data: Path, filt: Mapping[str, Any], p: Mapping[str, A
     return None if r is None else r | {"backend": "trl"}
 
 
+def set_vision_frozen(model: Any, frozen: bool) -> int:
+    """(Un)freeze a VLM's vision encoder (`vision_tower` in LLaVA, `visual` in Qwen-VL), as EasyR1's
+    `freeze_vision_tower` does for the text stage; returns how many tensors were frozen (0: no encoder)."""
+    inner = getattr(model, "model", model)
+    tower = getattr(inner, "vision_tower", None) or getattr(inner, "visual", None) \
+        or getattr(model, "vision_tower", None) or getattr(model, "visual", None)
+    if tower is None:
+        return 0
+    n = 0
+    for prm in tower.parameters():
+        prm.requires_grad_(not frozen)
+        n += 1
+    return n if frozen else 0
+
+
 def _run_stages(arm: str, model: Any, proc: Any, p: Mapping[str, Any], seed: int, *, rows_for, reward, evaluate,
                 workdir: Path | None, ckpt: Path | None, stop_after: int | None) -> dict[str, Any] | None:
     """The stage loop both TRL paths share (text LM and VLM); resumable with `ckpt` (see run_arm_trl)."""
@@ -192,15 +207,19 @@ def _run_stages(arm: str, model: Any, proc: Any, p: Mapping[str, Any], seed: int
                              save_steps=int(t.get("save_steps") or 0) if ckpt is not None else 0)
             if s.beta > 0:  # TRL builds its reference model from the policy's path: the stage's initial weights
                 model = reload_from(model, sdir / "init")
+            frozen = set_vision_frozen(model, kind in (t.get("freeze_vision_stages") or []))
             t1 = time.perf_counter()
             hist = train(model, proc, rows, [reward], s, sdir / "trl",
                          stop_after=steps_left if steps_left is not None and steps_left < steps else None)
+            set_vision_frozen(model, False)
             if hist is None:
                 return None  # a simulated kill
             if steps_left is not None:
                 steps_left -= steps
             rec = {"stage": kind, "updates": steps, "history": hist,
                    "seconds_per_step": (time.perf_counter() - t1) / steps, "eval": evaluate(model, files)}
+            if frozen:
+                rec["vision_frozen"] = frozen
             if "images" in rows:
                 rec.update(n_items=len(rows["prompt"]), n_image_items=sum(bool(x) for x in rows["images"]))
             stages.append(rec)
