@@ -2,6 +2,10 @@
 
     OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 python bench/staged_rl_engine.py [--config config/config.yaml] [--steps 5]
 
+Also the image path (`trl.vlm`): the same stage on a random tiny LLaVA with the scene as pixels, EasyR1-layout
+files written and read back, the boxed reward (its seconds per step include writing/reading the stage file and
+the Trainer set-up, amortised over `--steps`).
+
 Same G and prompts per update (the config's rl section) for both. grpo_lite: the study's small causal policy
 (model section), sampling + one clipped-surrogate step with the k3 KL. TRL: `paperflow.nn.trl_grpo` on a random
 tiny_llama (trl section) over the word vocabulary, the image as visual words, the reference model built from the
@@ -54,6 +58,10 @@ def main() -> None:
         trl_p["trl"] = {**trl_p["trl"], "n_test": 1}
         r = run_arm_trl("v_only", world, {"keep": [0]}, trl_p, 0)
         out["trl_s_per_step"] = r["stages"][0]["seconds_per_step"]
+        vlm_p = {**trl_p, "kl_beta": p["kl_beta"],
+                 "trl": {**trl_p["trl"], "vlm": True, "data_files": {}, "format_prompt": None, "format_weight": 0.1}}
+        r = run_arm_trl("v_only", world, {"keep": [0]}, vlm_p, 0)
+        out["trl_vlm_s_per_step"] = r["stages"][0]["seconds_per_step"]
         out["trl_steps"] = a.steps
     out["G"], out["prompts_per_update"] = p["group_size"], p["prompts_per_update"]
     print(json.dumps(out, indent=1))
