@@ -143,3 +143,17 @@ def test_the_text_stage_freezes_the_vision_encoder_and_unfreezes_it_after():
     from paperflow.nn.trl_grpo import tiny_llama
 
     assert set_vision_frozen(tiny_llama(8), True) == 0  # a text LM has no encoder
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("vlm", [False, True])
+def test_an_empty_filtered_perception_set_skips_its_stage_as_grpo_lite_does(world, vlm):
+    from paperflow.staged_rl.trl_backend import run_arm_trl
+
+    p = small_params(backend="trl", split=[1, 1, 1], group_size=2, prompts_per_update=2, kl_beta=0.0,
+                     trl={"model_path": None, "hidden": 16, "layers": 1, "learning_rate": 1e-3, "vlm": vlm,
+                          "data_files": {}, "format_prompt": None, "format_weight": 0.1,
+                          "max_completion_length": 4, "steps_scale": 1.0, "n_test": 2})
+    r = run_arm_trl("p_t_v", world, {"keep": []}, p, 0)
+    perc, text, vis = r["stages"]
+    assert perc["updates"] == 0 and "skipped" in perc and text["updates"] == vis["updates"] == 1

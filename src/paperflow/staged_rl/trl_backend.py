@@ -198,6 +198,10 @@ def _run_stages(arm: str, model: Any, proc: Any, p: Mapping[str, Any], seed: int
                 stages.append(read_json(sdir / "done.json"))
                 continue
             rows = rows_for(kind, files)
+            if not rows["prompt"]:  # as grpo_lite: an empty D_perc (the filter kept nothing) skips its stage
+                stages.append({"stage": kind, "updates": 0, "history": [], "skipped": "no items (the filter kept none)",
+                               "eval": evaluate(model, files)})
+                continue
             steps = max(1, round(float(t["steps_scale"]) * upd))
             s = GRPOSettings(num_generations=int(p["group_size"]), prompts_per_step=int(p["prompts_per_update"]),
                              max_completion_length=int(t["max_completion_length"]), max_steps=steps,
@@ -310,7 +314,10 @@ def vlm_stage_rows(kind: str, data: Path, filt: Mapping[str, Any], p: Mapping[st
             raise ValueError(f"staged_rl trl.data_files has no {kind!r} file (has: {sorted(files)})")
         rows = read_easyr1(files[kind], format_prompt=t.get("format_prompt"))
     else:
-        path = write_easyr1(workdir / f"{kind}.parquet", *vlm_items(stage_split(kind, data, filt, p, seed)))
+        split = stage_split(kind, data, filt, p, seed)
+        if len(split["task"]) == 0:  # the filter kept nothing: no file (parquet cannot hold zero rows here)
+            return {"prompt": [], "images": [], "answer": []}
+        path = write_easyr1(workdir / f"{kind}.parquet", *vlm_items(split))
         rows = read_easyr1(path, format_prompt=t.get("format_prompt"))
     if any(rows["images"]) and not all(rows["images"]):
         rows = modality_blocks(rows, int(p["prompts_per_update"]), stream(seed, "trl_blocks", kind))
