@@ -157,3 +157,64 @@ def test_an_empty_filtered_perception_set_skips_its_stage_as_grpo_lite_does(worl
     r = run_arm_trl("p_t_v", world, {"keep": []}, p, 0)
     perc, text, vis = r["stages"]
     assert perc["updates"] == 0 and "skipped" in perc and text["updates"] == vis["updates"] == 1
+
+
+def test_parse_int_answer_reads_the_box_or_the_first_number():
+    from paperflow.staged_rl.trl_backend import parse_int_answer
+
+    assert parse_int_answer("<think> 2 </think> \\boxed{ 3 }") == 3
+    assert parse_int_answer("it is 4.") == 4 and parse_int_answer("red") is None
+    assert parse_int_answer("\\boxed{ red }") is None
+
+
+class _Scripted:
+    """A stand-in filter model: answers from a table keyed by (prompt text) — exercises the keep rule exactly."""
+
+    def __init__(self, answer_of):
+        self.answer_of = answer_of
+
+
+def test_vlm_filter_keeps_items_every_model_gets_wrong_from_the_image_and_right_from_the_caption(world, monkeypatch):
+    from paperflow.nn import trl_vlm
+    from paperflow.staged_rl import trl_backend as TB
+
+    pool = {k: v[:6] for k, v in load_split(world, "perc_pool").items()}
+    gold = [int(a) for a in pool["answer"]]
+    # model A: image wrong on items 0-3, unparseable on 4, right on 5; caption right on all but 2
+    # model B: image wrong on 1-5, right on 0; caption right everywhere
+    plan = {"A": ({0: "w", 1: "w", 2: "w", 3: "w", 4: "", 5: "r"}, {0: "r", 1: "r", 2: "w", 3: "r", 4: "r", 5: "r"}),
+            "B": ({0: "r", 1: "w", 2: "w", 3: "w", 4: "w", 5: "w"}, {i: "r" for i in range(6)})}
+
+    def fake_generate(model, proc, rows, max_new_tokens):
+        img = any(rows["images"])
+        table = plan[model.answer_of][0 if img else 1]
+        out = []
+        for i in range(len(rows["prompt"])):
+            a = table[i]
+            out.append("" if a == "" else str(gold[i] if a == "r" else gold[i] + 1))
+        return out
+
+    monkeypatch.setattr(trl_vlm, "generate_answers", fake_generate)
+    r = TB.vlm_perception_filter([(_Scripted("A"), None), (_Scripted("B"), None)], pool)
+    assert r["keep"] == [1, 3] and r["n_pool"] == 6  # 0: B right from image; 2: A wrong from caption; 4: A blank
+    assert [m["kept"] for m in r["per_model"]] == [3, 5] and r["per_model"][0]["img_unparseable"] == 1 / 6
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_the_arms_stage_runs_the_vlm_filter_with_the_tiny_llava(world, tmp_path):
+    import json
+
+    from paperflow.staged_rl import stages
+
+    p = small_params(backend="trl", split=[1, 1, 1], group_size=2, prompts_per_update=2, kl_beta=0.0, arms=["p_t_v"],
+                     trl={"model_path": None, "hidden": 16, "layers": 1, "learning_rate": 1e-3, "vlm": True,
+                          "filter_models": ["tiny"], "data_files": {}, "format_prompt": None, "format_weight": 0.1,
+                          "max_completion_length": 4, "steps_scale": 1.0, "n_test": 2, "save_steps": 0})
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps({"filter": {"keep": [0, 1, 2]}, "eval": {}}))
+    (tmp_path / "unused.safetensors").write_bytes(b"")  # the trl path never reads the base policy's weights
+    out = tmp_path / "arms.json"
+    stages.arms(p, data=world, weights=tmp_path / "unused.safetensors", base=base, out=out, ckpt=tmp_path / "ckpt")
+    r = json.loads(out.read_text())
+    assert r["vlm_filter"]["n_pool"] == len(load_split(world, "perc_pool")["task"])
+    assert r["n_filtered"] == len(r["vlm_filter"]["keep"])

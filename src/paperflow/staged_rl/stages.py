@@ -140,11 +140,21 @@ def arms(params: ArmsParams, *, data: Path, weights: Path, base: Path, out: Path
             from paperflow.core.checkpoint import finished_unit, keep_unit, stamp_job_dir
             from paperflow.staged_rl.trl_backend import run_arm_trl
 
-            stamp_job_dir(ckpt, {"params": dict(params), "filter": b["filter"]})
+            filt = b["filter"]
+            t = params["trl"]
+            if t.get("vlm") and t.get("filter_models") and not t.get("data_files"):  # the repo's filter, VLMs
+                from paperflow.staged_rl.data import load_split
+                from paperflow.staged_rl.trl_backend import load_vlm_model, vlm_perception_filter
+
+                models = [load_vlm_model({**params, "trl": {**t, "model_path": None if m == "tiny" else m}}, seed)
+                          for m in t["filter_models"]]
+                filt = vlm_perception_filter(models, load_split(data, "perc_pool"))
+                result["vlm_filter"], result["n_filtered"] = filt, len(filt["keep"])
+            stamp_job_dir(ckpt, {"params": dict(params), "filter": filt})
             for arm in params["arms"]:
                 done = finished_unit(ckpt, arm)
                 if done is None:
-                    done = run_arm_trl(arm, data, b["filter"], params, seed, ckpt=Path(ckpt) / arm)
+                    done = run_arm_trl(arm, data, filt, params, seed, ckpt=Path(ckpt) / arm)
                     keep_unit(ckpt, arm, done)
                 result["arms"][arm] = done
         else:

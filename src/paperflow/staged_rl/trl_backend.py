@@ -26,7 +26,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -322,6 +322,45 @@ def vlm_stage_rows(kind: str, data: Path, filt: Mapping[str, Any], p: Mapping[st
     if any(rows["images"]) and not all(rows["images"]):
         rows = modality_blocks(rows, int(p["prompts_per_update"]), stream(seed, "trl_blocks", kind))
     return rows
+
+
+def parse_int_answer(text: str) -> int | None:
+    """A filter answer: the content of the last `\\boxed{}` if any, else the first integer word; None if neither."""
+    from paperflow.nn.trl_vlm import extract_boxed
+
+    boxed = extract_boxed(text)
+    for w in (boxed.split() if boxed is not None else text.split()):
+        w = w.strip(".,:;()")
+        if w.isdigit():
+            return int(w)
+    return None
+
+
+def vlm_perception_filter(models: Sequence[tuple[Any, Any]], pool: Mapping[str, np.ndarray],
+                          max_new_tokens: int = 8) -> dict[str, Any]:
+    """The repo's perception filter with VLMs as the filter models (`data_pipeline/filter_perception.py`, spec §6):
+    keep an MCQ iff, for **every** model, the greedy answer (≤ 8 new tokens) from the image is parseable and wrong
+    and the greedy answer from the caption is right (`train.filter_keep` per model, intersected)."""
+    from paperflow.nn.trl_vlm import generate_answers, problem_to_messages
+    from paperflow.staged_rl.data import CAPTION
+    from paperflow.staged_rl.train import filter_keep
+
+    gold = [int(a) for a in pool["answer"]]
+    keep: set[int] | None = None
+    stats = []
+    for model, proc in models:
+        answers = {}
+        for name, prefix in (("img", IMAGE), ("cap", CAPTION)):
+            d = {**pool, "prefix": np.full(len(gold), prefix, pool["prefix"].dtype)}
+            problems, _, images = vlm_items(d)
+            rows = {"prompt": [problem_to_messages(q, ims) for q, ims in zip(problems, images)], "images": images}
+            answers[name] = [parse_int_answer(a) for a in generate_answers(model, proc, rows, max_new_tokens)]
+        k = set(filter_keep(answers["img"], answers["cap"], gold))
+        keep = k if keep is None else keep & k
+        stats.append({"img_acc": float(np.mean([a == g for a, g in zip(answers["img"], gold)])),
+                      "cap_acc": float(np.mean([c == g for c, g in zip(answers["cap"], gold)])),
+                      "img_unparseable": float(np.mean([a is None for a in answers["img"]])), "kept": len(k)})
+    return {"keep": sorted(keep or []), "n_pool": len(gold), "per_model": stats}
 
 
 def load_vlm_model(p: Mapping[str, Any], seed: int) -> tuple[Any, Any]:
