@@ -126,6 +126,8 @@ def test_a_killed_trl_arm_resumes_to_the_uninterrupted_result(world, tmp_path, v
     assert (tmp_path / "b" / "0_perc" / "done.json").exists() and (tmp_path / "b" / "1_text" / "trl").is_dir()
     resumed = run_arm_trl("p_t_v", world, filt, p, 0, ckpt=tmp_path / "b")
     assert _trace(resumed) == _trace(full)
+    kept = sorted(str(x.relative_to(tmp_path / "b")) for x in (tmp_path / "b").glob("*/model"))
+    assert kept == ["2_vis/model"]  # only the newest stage weights stay on disk
     assert [st["stage"] for st in full["stages"]] == ["perc", "text", "vis"]
 
 
@@ -218,3 +220,20 @@ def test_the_arms_stage_runs_the_vlm_filter_with_the_tiny_llava(world, tmp_path)
     r = json.loads(out.read_text())
     assert r["vlm_filter"]["n_pool"] == len(load_split(world, "perc_pool")["task"])
     assert r["n_filtered"] == len(r["vlm_filter"]["keep"])
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_a_resume_after_a_skipped_stage_evaluates_the_right_weights(world, tmp_path):
+    """t_p_v with an empty D_perc: text trains, perc is skipped (evaluated on the text-stage weights), vis trains.
+    Killed inside vis and rerun: the skipped stage's record is replayed, not re-evaluated on other weights."""
+    from paperflow.staged_rl.trl_backend import run_arm_trl
+
+    p = small_params(backend="trl", split=[2, 2, 2], group_size=2, prompts_per_update=2, kl_beta=0.0,
+                     trl={"model_path": None, "hidden": 16, "layers": 1, "learning_rate": 1e-2, "vlm": False,
+                          "save_steps": 1, "max_completion_length": 4, "steps_scale": 1.0, "n_test": 3})
+    full = run_arm_trl("t_p_v", world, {"keep": []}, p, 0, ckpt=tmp_path / "a")
+    assert run_arm_trl("t_p_v", world, {"keep": []}, p, 0, ckpt=tmp_path / "b", stop_after=3) is None
+    assert (tmp_path / "b" / "1_perc" / "done.json").exists()
+    resumed = run_arm_trl("t_p_v", world, {"keep": []}, p, 0, ckpt=tmp_path / "b")
+    assert [st["stage"] for st in resumed["stages"]] == ["text", "perc", "vis"] and "skipped" in resumed["stages"][1]
+    assert _trace(resumed) == _trace(full)

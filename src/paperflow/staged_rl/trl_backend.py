@@ -173,7 +173,11 @@ def set_vision_frozen(model: Any, frozen: bool) -> int:
 
 def _run_stages(arm: str, model: Any, proc: Any, p: Mapping[str, Any], seed: int, *, rows_for, reward, evaluate,
                 workdir: Path | None, ckpt: Path | None, stop_after: int | None) -> dict[str, Any] | None:
-    """The stage loop both TRL paths share (text LM and VLM); resumable with `ckpt` (see run_arm_trl)."""
+    """The stage loop both TRL paths share (text LM and VLM); resumable with `ckpt` (see run_arm_trl).
+
+    With `ckpt`, every finished stage writes `<i>_<kind>/done.json` (its record; skipped stages too) and a
+    trained stage its weights `<i>_<kind>/model`; only the newest weights are kept (a 7B model per stage would
+    otherwise pile up), and a rerun replays the finished records and loads those weights once."""
     from paperflow.core.io import read_json, write_json
     from paperflow.nn.trl_grpo import GRPOSettings, train
     from paperflow.staged_rl.train import stage_updates
@@ -183,24 +187,31 @@ def _run_stages(arm: str, model: Any, proc: Any, p: Mapping[str, Any], seed: int
     t0 = time.perf_counter()
     plan = [] if arm == "base" else stage_updates(arm, [int(x) for x in p["split"]])
     steps_left = stop_after
+    saved: list[Path] = []  # stage weights on disk, oldest first
+    if ckpt is not None:
+        for i, (kind, _) in enumerate(plan):
+            d = ckpt / f"{i}_{kind}"
+            if not (d / "done.json").exists():
+                break
+            stages.append(read_json(d / "done.json"))
+            if (d / "model").is_dir():
+                saved.append(d / "model")
+        if saved:
+            model = type(model).from_pretrained(saved[-1])
+    first = len(stages)
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         files = Path(tmp)
         if arm == "base":
             stages.append({"stage": "base", "updates": 0, "history": [], "eval": evaluate(model, files)})
-        for i, (kind, upd) in enumerate(plan):
-            if kind == "capsft":
-                stages.append({"stage": kind, "updates": 0, "history": [], "skipped": "supervised stage: not a GRPO stage",
-                               "eval": evaluate(model, files)})
-                continue
-            sdir = (ckpt / f"{i}_{kind}") if ckpt is not None else files / f"{i}_{kind}"
-            if (sdir / "done.json").exists():  # finished before a kill: its weights and record
-                model = type(model).from_pretrained(sdir / "model")
-                stages.append(read_json(sdir / "done.json"))
-                continue
-            rows = rows_for(kind, files)
-            if not rows["prompt"]:  # as grpo_lite: an empty D_perc (the filter kept nothing) skips its stage
-                stages.append({"stage": kind, "updates": 0, "history": [], "skipped": "no items (the filter kept none)",
-                               "eval": evaluate(model, files)})
+        for i, (kind, upd) in enumerate(plan[first:], first):
+            sdir = (ckpt if ckpt is not None else files) / f"{i}_{kind}"
+            rows = None if kind == "capsft" else rows_for(kind, files)
+            if rows is None or not rows["prompt"]:  # caption-SFT; or, as grpo_lite, an empty D_perc: skipped
+                why = "supervised stage: not a GRPO stage" if rows is None else "no items (the filter kept none)"
+                rec = {"stage": kind, "updates": 0, "history": [], "skipped": why, "eval": evaluate(model, files)}
+                stages.append(rec)
+                if ckpt is not None:
+                    write_json(sdir / "done.json", rec)
                 continue
             steps = max(1, round(float(t["steps_scale"]) * upd))
             s = GRPOSettings(num_generations=int(p["group_size"]), prompts_per_step=int(p["prompts_per_update"]),
@@ -230,8 +241,11 @@ def _run_stages(arm: str, model: Any, proc: Any, p: Mapping[str, Any], seed: int
             if ckpt is not None:
                 model.save_pretrained(sdir / "model")
                 write_json(sdir / "done.json", rec)
-                shutil.rmtree(sdir / "trl", ignore_errors=True)
-                shutil.rmtree(sdir / "init", ignore_errors=True)
+                for old in saved:  # the new weights are on disk: the older ones are no longer needed
+                    shutil.rmtree(old, ignore_errors=True)
+                saved = [sdir / "model"]
+            shutil.rmtree(sdir / "trl", ignore_errors=True)
+            shutil.rmtree(sdir / "init", ignore_errors=True)
     return {"stages": stages, "seconds": time.perf_counter() - t0}
 
 
