@@ -93,3 +93,54 @@ def test_frames_reach_a_tiny_vlm_as_images(splits, tmp_path):
     res = run_arms_trl(["dus_pts"], p, small, seed=0, workdir=tmp_path / "w", steps=2)
     r = res["dus_pts"]
     assert len(r["trl_log"]) == 2 and all("reward" in h for h in r["trl_log"]) and len(r["correct"]) == 8
+
+
+def test_prior_stats_leave_unparsed_priors_out_and_fixed_priors_unchanged(splits):
+    d = splits["val"]
+    fixed = prior_stats(d)
+    ref = np.eye(5)[d["prior_ans"].astype(int)].mean(axis=1)  # the formula before unparsed priors existed
+    assert np.array_equal(fixed["p_hat"], ref)
+    e = {**d, "prior_ans": d["prior_ans"].copy()}
+    e["prior_ans"][0, :4] = -1  # half of item 0's priors unparsed
+    e["prior_ans"][1, :] = -1  # none of item 1's
+    st = prior_stats(e)
+    want = np.bincount(d["prior_ans"][0, 4:].astype(int), minlength=5) / 4
+    assert np.allclose(st["p_hat"][0], want) and st["p_hat"][1].sum() == 0 and st["H_hat"][1] == 0
+    assert "a-1" not in render(e, 1, True) and render(e, 1, True).count(" h ") == 8
+
+
+def test_self_priors_are_sampled_from_the_policy_and_reach_the_arms(splits, tmp_path):
+    from paperflow.video_bci.trl_backend import load_policy, self_priors
+
+    small = {s: {k: v[:6] for k, v in d.items()} for s, d in splits.items()}
+    p = arm_params(group_size=2, trl_prompts_per_step=2, trl_max_completion_length=4, trl_lr=1e-3,
+                   prior_source="self", self_prior_temperature=1.0)
+    model, tok = load_policy(p, 8, 0)
+    d, st = self_priors(model, tok, small["test"], p, 0, tmp_path, "test")
+    d2, _ = self_priors(model, tok, small["test"], p, 0, tmp_path, "test")
+    assert np.array_equal(d["prior_ans"], d2["prior_ans"]) and np.array_equal(d["prior_trace"], d2["prior_trace"])
+    N = small["test"]["prior_ans"].shape[1]
+    assert d["prior_ans"].shape == (6, N) and d["prior_trace"].shape == (6, N, 8)
+    assert ((d["prior_ans"] >= -1) & (d["prior_ans"] < 5)).all() and 0 <= st["unparsed"] <= 1
+    assert not np.array_equal(d["prior_ans"], small["test"]["prior_ans"])  # not the fixed generator's
+    for i in range(6):
+        valid = d["prior_ans"][i][d["prior_ans"][i] >= 0]
+        if valid.size:
+            assert np.bincount(valid, minlength=5)[d["majority"][i]] == np.bincount(valid, minlength=5).max()
+        else:
+            assert d["majority"][i] == -1
+        assert d["absent"][i] == int(not (d["prior_ans"][i] == d["y"][i]).any())
+    res = run_arms_trl(["majority", "dus_pts"], p, small, seed=0, workdir=tmp_path / "w", steps=2)
+    assert set(res["dus_pts"]["self_priors"]) >= {"train_unparsed", "test_prior_acc"}
+    assert len(res["dus_pts"]["trl_log"]) == 2
+
+
+def test_self_priors_on_the_tiny_vlm(splits, tmp_path):
+    from paperflow.video_bci.trl_backend import load_vlm_policy, self_priors
+
+    small = {k: v[:3] for k, v in splits["test"].items()}
+    p = arm_params(trl_max_completion_length=3, trl_vlm=True, trl_hidden=16, trl_layers=1, prior_source="self",
+                   self_prior_temperature=1.0)
+    model, proc = load_vlm_policy(p, 8, 0)
+    d, st = self_priors(model, proc, small, p, 0, tmp_path, "test")
+    assert d["prior_ans"].shape == small["prior_ans"].shape and 0 <= st["unparsed"] <= 1

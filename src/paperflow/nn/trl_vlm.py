@@ -253,6 +253,18 @@ def load_vlm(path: str | Path) -> tuple[Any, Any]:
 
 def generate_answers(model: Any, processor: Any, rows: Mapping[str, Sequence[Any]], max_new_tokens: int) -> list[str]:
     """Greedy completions of `rows` (the columns `read_easyr1` returns), one prompt at a time."""
+    return [c[0] for c in _generate(model, processor, rows, max_new_tokens, {"do_sample": False})]
+
+
+def sample_answers(model: Any, processor: Any, rows: Mapping[str, Sequence[Any]], max_new_tokens: int, n: int,
+                   temperature: float) -> list[list[str]]:
+    """`n` sampled completions per row (temperature, no top-k/top-p truncation; seed torch first)."""
+    return _generate(model, processor, rows, max_new_tokens,
+                     {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0, "num_return_sequences": n})
+
+
+def _generate(model: Any, processor: Any, rows: Mapping[str, Sequence[Any]], max_new_tokens: int,
+              kw: Mapping[str, Any]) -> list[list[str]]:
     import torch
 
     outs = []
@@ -271,9 +283,10 @@ def generate_answers(model: Any, processor: Any, rows: Mapping[str, Sequence[Any
         batch = processor.apply_chat_template([msgs], add_generation_prompt=True, tokenize=True, return_dict=True,
                                               return_tensors="pt")
         with torch.no_grad():
-            g = model.generate(**batch, max_new_tokens=max_new_tokens, do_sample=False,
-                               pad_token_id=processor.tokenizer.pad_token_id)
-        outs.append(processor.tokenizer.decode(g[0, batch["input_ids"].shape[1]:], skip_special_tokens=True))
+            g = model.generate(**batch, max_new_tokens=max_new_tokens, pad_token_id=processor.tokenizer.pad_token_id,
+                               **kw)
+        start = batch["input_ids"].shape[1]
+        outs.append([processor.tokenizer.decode(row[start:], skip_special_tokens=True) for row in g])
     return outs
 
 

@@ -25,7 +25,8 @@ the majority-vote arm (a) answers it, and it defines the minority/retention subs
 Files (`write_data(out, params)`): `<split>.npz` for split ∈ {train, val, test} with
   frames float32 [n, T, 16]; qtype int8 [n]; qobj int8 [n] (k for qtype 1, -1 for qtype 0);
   y int8 [n]; decisive uint8 [n, T] (0/1); hard uint8 [n]; distractor int8 [n] (frame, -1 on easy items);
-  prior_ans int8 [n, N]; prior_trace uint8 [n, N, T] (0/1); majority int8 [n]; absent uint8 [n] (y in no prior);
+  prior_ans int8 [n, N] (−1: an unparsed self-sampled prior); prior_trace uint8 [n, N, T] (0/1); majority int8 [n];
+  absent uint8 [n] (y in no prior);
   and `schema.json` (this description as data: keys, dtypes, shapes, the generator parameters, split stats).
 """
 
@@ -170,10 +171,17 @@ def load_split(data: str | Path, split: str) -> dict[str, np.ndarray]:
 
 
 def prior_stats(d: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Per item: p̂ [n, 5] (answer histogram of the priors), Ĥ [n] (entropy / log min(N, 5)), the mode."""
+    """Per item: p̂ [n, 5] (answer histogram of the priors), Ĥ [n] (entropy / log min(N, 5)), the mode.
+    A prior answer of −1 (a self-sampled prior that could not be parsed) is left out of p̂; an item with no
+    parsed prior has p̂ = 0 and Ĥ = 0."""
     N = d["prior_ans"].shape[1]
-    onehot = np.eye(N_OPT)[d["prior_ans"].astype(int)]  # [n, N, 5]
-    p = onehot.mean(axis=1)
+    ans = d["prior_ans"].astype(int)
+    valid = ans >= 0
+    onehot = np.eye(N_OPT)[np.where(valid, ans, 0)]  # [n, N, 5]
+    if valid.all():
+        p = onehot.mean(axis=1)
+    else:
+        p = (onehot * valid[..., None]).sum(axis=1) / np.maximum(valid.sum(axis=1), 1)[:, None]
     with np.errstate(divide="ignore", invalid="ignore"):
         h = -np.where(p > 0, p * np.log(p), 0.0).sum(axis=1) / np.log(min(N, N_OPT))
     return {"p_hat": p, "H_hat": h, "majority": d["majority"].astype(int)}

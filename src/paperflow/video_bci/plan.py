@@ -29,5 +29,8 @@ def data_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
 
 def arms_params(cfg: Mapping[str, Any], seed: int, chunk: int) -> dict[str, Any]:
     """Everything one arms job (one seed, one group of arms) depends on."""
-    return {"seed": int(seed), "chunk": int(chunk), "arms": chunks(cfg)[int(chunk)], **dict(cfg["model"]),
-            **dict(cfg["rl"])}
+    p = {"seed": int(seed), "chunk": int(chunk), "arms": chunks(cfg)[int(chunk)], **dict(cfg["model"]),
+         **dict(cfg["rl"])}
+    if cfg["data"]["prior_source"] == "self":  # only then: fixed-prior jobs keep their parameters (and hashes)
+        p["prior_source"] = "self"
+    return p

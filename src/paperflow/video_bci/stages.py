@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from paperflow.core.cli import stage
 from paperflow.core.io import Stage, read_json, write_json
@@ -17,8 +17,8 @@ from paperflow.video_bci import plan
 
 log = logging.getLogger(__name__)
 
-SELF_PRIOR_MSG = ("prior_source 'self' (priors sampled from the policy's own no-hypothesis pass) is the paper-scale "
-                  "option and is not implemented in the tiny tier; use prior_source: fixed")
+SELF_PRIOR_MSG = ("prior_source 'self' (priors sampled from the policy's own no-hypothesis pass) runs on the trl "
+                  "backend only (an HF LM or VLM, paper scale); the grpo_lite integrator uses prior_source: fixed")
 
 
 class DataParams(TypedDict):
@@ -40,9 +40,7 @@ class DataParams(TypedDict):
 @stage(plan=plan.data_params)
 def data(params: DataParams, *, out: Path) -> dict[str, Any]:
     """Write train/val/test .npz and schema.json (keys, dtypes, shapes: data.py / README)."""
-    if params["prior_source"] != "fixed":
-        raise NotImplementedError(SELF_PRIOR_MSG)
-    from paperflow.video_bci.data import write_data
+    from paperflow.video_bci.data import write_data  # prior_source self: the arms job replaces these priors
 
     with Stage("video_bci.data", config=params, outputs=[out], seed=params["seed"]) as st:
         st.metrics = write_data(out, params)
@@ -80,6 +78,8 @@ class ArmsParams(TypedDict):
     trl_max_completion_length: int
     trl_save_steps: int
     trl_vlm: bool
+    self_prior_temperature: float
+    prior_source: NotRequired[str]
 
 
 @stage(plan=plan.arms_params)
@@ -97,6 +97,8 @@ def arms(params: ArmsParams, *, data: Path, out: Path, ckpt: Path) -> dict[str, 
     torch.set_grad_enabled(True)
     with Stage("video_bci.arms", config=params, outputs=[out], seed=seed,
                inputs=[data / f"{s}.npz" for s in SPLITS]) as st:
+        if params.get("prior_source") == "self" and params["backend"] != "trl":
+            raise NotImplementedError(SELF_PRIOR_MSG)
         if params["backend"] == "trl":  # resumable: finished arms kept, TRL checkpoints every trl_save_steps
             from paperflow.core.checkpoint import stamp_job_dir
             from paperflow.video_bci.trl_backend import run_arms_trl

@@ -37,9 +37,16 @@ def render(d: Mapping[str, np.ndarray], i: int, with_hyps: bool) -> str:
         words += [f"f{t}"] + [f"o{k}" for k in range(N_OBJ) if v[k] > 0.5] + [f"m{motion}"]
     words += ["q_first"] if int(d["qtype"][i]) == 0 else ["q_count", f"k{int(d['qobj'][i])}"]
     if with_hyps:
-        for a, tr in zip(d["prior_ans"][i], d["prior_trace"][i]):
-            words += ["h", f"a{int(a)}"] + [f"t{t}" for t in np.flatnonzero(tr)]
+        words += hypothesis_words(d, i)
     return " ".join(words + ["ans"])
+
+
+def hypothesis_words(d: Mapping[str, np.ndarray], i: int) -> list[str]:
+    """`h a<a> t<i>…` per prior (an unparsed self-sampled prior, a = −1, has no answer word)."""
+    words: list[str] = []
+    for a, tr in zip(d["prior_ans"][i], d["prior_trace"][i]):
+        words += ["h"] + ([f"a{int(a)}"] if a >= 0 else []) + [f"t{t}" for t in np.flatnonzero(tr)]
+    return words
 
 
 def parse(completion: str, T: int) -> tuple[int, np.ndarray, bool]:
@@ -155,8 +162,7 @@ def vlm_problem(d: Mapping[str, np.ndarray], i: int, with_hyps: bool) -> str:
         words += [f"f{t}", IMAGE_PLACEHOLDER]
     words += ["q_first"] if int(d["qtype"][i]) == 0 else ["q_count", f"k{int(d['qobj'][i])}"]
     if with_hyps:
-        for a, tr in zip(d["prior_ans"][i], d["prior_trace"][i]):
-            words += ["h", f"a{int(a)}"] + [f"t{t}" for t in np.flatnonzero(tr)]
+        words += hypothesis_words(d, i)
     return " ".join(words + ["ans"])
 
 
@@ -209,6 +215,66 @@ def train_arm_trl(arm: str, train: Mapping[str, np.ndarray], p: Mapping[str, Any
     return model, tok, log
 
 
+def self_priors(model: Any, tok: Any, d: Mapping[str, np.ndarray], p: Mapping[str, Any], seed: int,
+                workdir: Path, name: str) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    """`prior_source: self` (the paper's setting): the N priors of every item sampled from the policy's own
+    no-hypothesis pass (temperature `rl.self_prior_temperature`, ≤ `trl_max_completion_length` new tokens,
+    seeded), parsed into answers (−1 when unparseable) and traces; `majority` (mode of the parsed answers,
+    seeded tie-break; −1 when none) and `absent` recomputed. Returns (the split with its priors replaced, stats)."""
+    import torch
+
+    from paperflow.core.seeding import stream
+
+    T, N = d["frames"].shape[1], d["prior_ans"].shape[1]
+    n = len(d["y"])
+    temp, max_new = float(p["self_prior_temperature"]), int(p["trl_max_completion_length"])
+    torch.manual_seed(seed)
+    if p.get("trl_vlm"):
+        from paperflow.nn.trl_vlm import sample_answers
+
+        rows = vlm_rows(d, np.arange(n), False, workdir / f"{name}.priors.parquet")
+        comps = sample_answers(model, tok, rows, max_new, N, temp)
+    else:
+        comps = sample_text(model, tok, [render(d, i, False) for i in range(n)], max_new, N, temp)
+    ans = np.full((n, N), -1, np.int8)
+    trace = np.zeros((n, N, T), np.uint8)
+    for i in range(n):
+        for j in range(N):
+            a, tr, ok = parse(comps[i][j], T)
+            ans[i, j], trace[i, j] = (a if ok else -1), tr
+    rng = stream(seed, "self_prior_majority", name)
+    majority = np.full(n, -1, np.int8)
+    for i in range(n):
+        valid = ans[i][ans[i] >= 0]
+        if valid.size:
+            counts = np.bincount(valid, minlength=N_OPT)
+            majority[i] = int(rng.choice(np.flatnonzero(counts == counts.max())))
+    absent = np.array([int(not (ans[i] == d["y"][i]).any()) for i in range(n)], np.uint8)
+    out = {**d, "prior_ans": ans, "prior_trace": trace, "majority": majority, "absent": absent}
+    stats = {"unparsed": float((ans < 0).mean()), "prior_acc": float((ans == d["y"][:, None]).mean()),
+             "majority_right": float((majority == d["y"]).mean()), "absent": float(absent.mean())}
+    return out, stats
+
+
+def sample_text(model: Any, tok: Any, prompts: list[str], max_new: int, n: int, temperature: float) -> list[list[str]]:
+    """n sampled completions per prompt (the text path's self priors)."""
+    import torch
+
+    model.eval()
+    out: list[list[str]] = []
+    tok.padding_side = "left"
+    with torch.no_grad():
+        for i in range(0, len(prompts), 32):
+            enc = tok(prompts[i:i + 32], return_tensors="pt", padding=True)
+            enc.pop("token_type_ids", None)
+            gen = model.generate(**enc.to(model.device), max_new_tokens=max_new, do_sample=True, temperature=temperature,
+                                 top_k=0, num_return_sequences=n, pad_token_id=tok.pad_token_id,
+                                 eos_token_id=tok.eos_token_id)
+            texts = tok.batch_decode(gen[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+            out += [texts[k * n:(k + 1) * n] for k in range(len(texts) // n)]
+    return out
+
+
 def run_arms_trl(arms: list[str], p: Mapping[str, Any], splits: Mapping[str, Mapping[str, np.ndarray]], seed: int,
                  workdir: Path, steps: int | None = None, *, resumable: bool = False,
                  stop_after: int | None = None) -> dict[str, Any] | None:
@@ -223,6 +289,14 @@ def run_arms_trl(arms: list[str], p: Mapping[str, Any], splits: Mapping[str, Map
     from paperflow.core.checkpoint import finished_unit, keep_unit
     from paperflow.video_bci.train import majority_vote, metrics
 
+    priors: dict[str, float] | None = None
+    if p.get("prior_source") == "self":  # the policy's own priors, sampled once from the initial policy
+        splits, priors = dict(splits), {}
+        T0 = splits["train"]["frames"].shape[1]
+        model, tok = (load_vlm_policy if p.get("trl_vlm") else load_policy)(p, T0, seed)
+        for name in ("train", "test"):
+            splits[name], st = self_priors(model, tok, splits[name], p, seed, Path(workdir), name)
+            priors.update({f"{name}_{k}": v for k, v in st.items()})
     test = splits["test"]
     T = test["frames"].shape[1]
     out: dict[str, Any] = {}
@@ -255,6 +329,8 @@ def run_arms_trl(arms: list[str], p: Mapping[str, Any], splits: Mapping[str, Map
         out[arm] = {**metrics(a, tr, test), "curve": [], "updates_to_90": -1, "train_seconds": secs,
                     "update_seconds": secs / max(1, len(log)), "format_rate": float(np.mean([ok for *_, ok in parsed])),
                     "trl_log": log}
+        if priors is not None:
+            out[arm]["self_priors"] = priors
         if resumable:
             keep_unit(workdir, arm, out[arm])
     return out
