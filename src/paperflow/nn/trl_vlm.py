@@ -251,42 +251,65 @@ def load_vlm(path: str | Path) -> tuple[Any, Any]:
     return AutoModelForImageTextToText.from_pretrained(str(path)), AutoProcessor.from_pretrained(str(path))
 
 
-def generate_answers(model: Any, processor: Any, rows: Mapping[str, Sequence[Any]], max_new_tokens: int) -> list[str]:
-    """Greedy completions of `rows` (the columns `read_easyr1` returns), one prompt at a time."""
-    return [c[0] for c in _generate(model, processor, rows, max_new_tokens, {"do_sample": False})]
+def generate_answers(model: Any, processor: Any, rows: Mapping[str, Sequence[Any]], max_new_tokens: int,
+                     batch_size: int = 8) -> list[str]:
+    """Greedy completions of `rows` (the columns `read_easyr1` returns), `batch_size` prompts per call."""
+    return [c[0] for c in _generate(model, processor, rows, max_new_tokens, {"do_sample": False}, batch_size)]
 
 
 def sample_answers(model: Any, processor: Any, rows: Mapping[str, Sequence[Any]], max_new_tokens: int, n: int,
-                   temperature: float) -> list[list[str]]:
+                   temperature: float, batch_size: int = 8) -> list[list[str]]:
     """`n` sampled completions per row (temperature, no top-k/top-p truncation; seed torch first)."""
     return _generate(model, processor, rows, max_new_tokens,
-                     {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0, "num_return_sequences": n})
+                     {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0, "num_return_sequences": n},
+                     batch_size)
+
+
+def _with_images(prompt: Sequence[Mapping[str, Any]], ims: Sequence[Any]) -> list[dict[str, Any]]:
+    """The row's messages with its images put into its image parts, as TRL does before the processor."""
+    msgs, k = [], 0
+    for m in prompt:
+        parts = []
+        for part in m["content"] if not isinstance(m["content"], str) else [{"type": "text", "text": m["content"]}]:
+            if part.get("type") == "image":
+                parts.append({"type": "image", "image": ims[k]})
+                k += 1
+            else:
+                parts.append(part)
+        msgs.append({**m, "content": parts})
+    return msgs
 
 
 def _generate(model: Any, processor: Any, rows: Mapping[str, Sequence[Any]], max_new_tokens: int,
-              kw: Mapping[str, Any]) -> list[list[str]]:
+              kw: Mapping[str, Any], batch_size: int) -> list[list[str]]:
+    """Left-padded batches of consecutive rows of one modality (a processor cannot batch image and text-only
+    prompts together), on the model's device; → per row, the decoded new tokens of each returned sequence."""
     import torch
 
-    outs = []
-    for prompt, ims in zip(rows["prompt"], rows["images"]):
-        msgs = [dict(m) for m in prompt]
-        k = 0
-        for m in msgs:  # put the row's images into its image parts, as TRL does before the processor
-            parts = []
-            for part in m["content"]:
-                if part.get("type") == "image":
-                    parts.append({"type": "image", "image": ims[k]})
-                    k += 1
-                else:
-                    parts.append(part)
-            m["content"] = parts
-        batch = processor.apply_chat_template([msgs], add_generation_prompt=True, tokenize=True, return_dict=True,
-                                              return_tensors="pt")
-        with torch.no_grad():
-            g = model.generate(**batch, max_new_tokens=max_new_tokens, pad_token_id=processor.tokenizer.pad_token_id,
-                               **kw)
-        start = batch["input_ids"].shape[1]
-        outs.append([processor.tokenizer.decode(row[start:], skip_special_tokens=True) for row in g])
+    tok = processor.tokenizer
+    n_ret = int(kw.get("num_return_sequences", 1))
+    convs = [_with_images(pr, ims or []) for pr, ims in zip(rows["prompt"], rows["images"])]
+    has_img = [bool(ims) for ims in rows["images"]]
+    outs: list[list[str]] = []
+    side = tok.padding_side
+    tok.padding_side = "left"
+    try:
+        i = 0
+        while i < len(convs):
+            j = i + 1
+            while j < len(convs) and j - i < batch_size and has_img[j] == has_img[i]:
+                j += 1
+            batch = processor.apply_chat_template(convs[i:j], add_generation_prompt=True, tokenize=True,
+                                                  return_dict=True, return_tensors="pt", padding=True)
+            batch = batch.to(model.device)
+            with torch.no_grad():
+                g = model.generate(**batch, max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id, **kw)
+            new = g[:, batch["input_ids"].shape[1]:]
+            texts = [tok.decode(r, skip_special_tokens=True) for r in new]
+            outs += [texts[k * n_ret:(k + 1) * n_ret] for k in range(j - i)]
+            i = j
+    finally:
+        tok.padding_side = side
     return outs
 
 

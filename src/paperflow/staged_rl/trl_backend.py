@@ -121,7 +121,7 @@ def evaluate_trl(model: Any, tok: Any, data: Path, protos: np.ndarray, p: Mappin
         rows = rows_of(subset(load_split(data, f"test_{name}"), np.arange(int(p["trl"]["n_test"]))), protos)
         correct, tokens, looks = [], [], []
         for prompt, a in zip(rows["prompt"], rows["answer"]):
-            ids = tok(prompt, return_tensors="pt")
+            ids = tok(prompt, return_tensors="pt").to(model.device)
             with torch.no_grad():
                 g = model.generate(**ids, max_new_tokens=int(p["trl"]["max_completion_length"]), do_sample=False,
                                    pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
