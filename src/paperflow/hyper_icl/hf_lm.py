@@ -212,11 +212,8 @@ def load_lm(hp: Mapping[str, Any], seed: int, device: str | torch.device = "cpu"
             tok = trl_vlm.word_processor(VOCAB, image_size=28)
             lm = trl_vlm.tiny_llava(tok, hidden=int(hp["tiny_hidden"]), layers=int(hp["tiny_layers"]), seed=seed)
         else:
-            from transformers import AutoModelForImageTextToText, AutoProcessor
-
             dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[str(hp["dtype"])]
-            tok = AutoProcessor.from_pretrained(path)
-            lm = AutoModelForImageTextToText.from_pretrained(path, dtype=dtype)
+            lm, tok = trl_vlm.load_vlm(path, dtype)
         if tok.tokenizer.pad_token_id is None:
             tok.tokenizer.pad_token = tok.tokenizer.eos_token
     else:

@@ -244,11 +244,12 @@ def tiny_llava(processor: Any, hidden: int = 32, layers: int = 2, vision_layers:
     return LlavaForConditionalGeneration(cfg)
 
 
-def load_vlm(path: str | Path) -> tuple[Any, Any]:
-    """(model, processor) of a local VLM checkpoint (paper scale, e.g. Qwen2.5-VL-7B)."""
+def load_vlm(path: str | Path, dtype: Any = None) -> tuple[Any, Any]:
+    """(model, processor) of a local VLM checkpoint (paper scale, e.g. Qwen2.5-VL-7B); `dtype`: a torch dtype."""
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    return AutoModelForImageTextToText.from_pretrained(str(path)), AutoProcessor.from_pretrained(str(path))
+    kw = {"dtype": dtype} if dtype is not None else {}
+    return AutoModelForImageTextToText.from_pretrained(str(path), **kw), AutoProcessor.from_pretrained(str(path))
 
 
 def generate_answers(model: Any, processor: Any, rows: Mapping[str, Sequence[Any]], max_new_tokens: int,

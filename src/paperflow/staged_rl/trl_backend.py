@@ -285,6 +285,15 @@ def vlm_items(d: Mapping[str, np.ndarray]) -> tuple[list[str], list[str], list[l
     return problems, answers, images
 
 
+def merged_picks(sizes: Sequence[int], p: Mapping[str, Any], seed: int) -> list[tuple[int, int]]:
+    """The merged arm's mix of the P, T, V sets (`sizes` items each): as many draws as items in all three, each
+    (set, item) with the set drawn in the split's proportions and the item uniformly; empty sets are skipped."""
+    w = np.asarray(p["split"], float)
+    rng = stream(seed, "trl_merged")
+    which = rng.choice(3, size=int(sum(sizes)), p=w / w.sum())
+    return [(int(k), int(rng.integers(sizes[k]))) for k in which if sizes[k]]
+
+
 def stage_split(kind: str, data: Path, filt: Mapping[str, Any], p: Mapping[str, Any], seed: int) -> dict[str, np.ndarray]:
     """The stage's items as one split dict (merged: the three sets mixed in the split's proportions)."""
     pool = load_split(data, "perc_pool")
@@ -297,11 +306,7 @@ def stage_split(kind: str, data: Path, filt: Mapping[str, Any], p: Mapping[str, 
         return load_split(data, f"{kind}_rl")
     if kind == "merged":
         parts = [stage_split(k, data, filt, p, seed) for k in ("perc", "text", "vis")]
-        w = np.asarray(p["split"], float)
-        rng = stream(seed, "trl_merged")
-        n = sum(len(x["task"]) for x in parts)
-        which = rng.choice(3, size=n, p=w / w.sum())
-        picks = [(int(k), int(rng.integers(len(parts[k]["task"])))) for k in which if len(parts[k]["task"])]
+        picks = merged_picks([len(x["task"]) for x in parts], p, seed)
         if not picks:
             return subset(parts[0], np.arange(0))
         return {c: np.stack([parts[k][c][j] for k, j in picks]) for c in parts[0]}
@@ -317,11 +322,7 @@ def vlm_stage_rows(kind: str, data: Path, filt: Mapping[str, Any], p: Mapping[st
     files = dict(t.get("data_files") or {})
     if files and kind == "merged" and "merged" not in files:  # the released P, T, V sets mixed like stage_split
         parts = [vlm_stage_rows(k, data, filt, p, seed, workdir) for k in ("perc", "text", "vis")]
-        w = np.asarray(p["split"], float)
-        rng = stream(seed, "trl_merged")
-        n = sum(len(x["prompt"]) for x in parts)
-        which = rng.choice(3, size=n, p=w / w.sum())
-        picks = [(int(k), int(rng.integers(len(parts[k]["prompt"])))) for k in which if parts[k]["prompt"]]
+        picks = merged_picks([len(x["prompt"]) for x in parts], p, seed)
         rows = {c: [parts[k][c][j] for k, j in picks] for c in parts[0]}
     elif files:
         if kind not in files:  # never fall back to generated tiny data next to released data
