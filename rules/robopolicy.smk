@@ -1,4 +1,5 @@
-# robopolicy: LARA (data -> lam_pretrain (S1) -> train (S2+S3) per variant x seed -> evaluate -> lara_report)
+# robopolicy: LARA (data -> lam_pretrain (S1) -> train (S2+S3) per variant x seed -> evaluate -> lara_report;
+# with lara.jobs: seed, the tiny default, train + evaluate of all variants of a seed are one lara_seed job)
 # and GAM [reconstruction] (gam_run per seed -> gam_report), then one combined summary for the study key.
 # Logic: src/paperflow/robopolicy; parameters: config["robopolicy"]; spec: specs/robotics.md d-e.
 from paperflow.robopolicy import plan as robopolicy_plan
@@ -56,51 +57,81 @@ rule robopolicy_lam_pretrain:
         "--out {output} > {log} 2>&1"
 
 
-rule robopolicy_train:
-    input:
-        data=f"{RP_DATA}/mv",
-        lam=f"{RP_MODELS}/lam_s1/seed{{rpseed}}",
-    output:
-        directory(f"{RP_MODELS}/{{rpvariant}}/seed{{rpseed}}"),
-    params:
-        p=lambda w: as_json(robopolicy_plan.train_params(config["robopolicy"], w.rpvariant)),
-    log:
-        "logs/robopolicy/train/{rpvariant}-seed{rpseed}.log",
-    benchmark:
-        "benchmarks/robopolicy/train/{rpvariant}-seed{rpseed}.tsv"
-    threads: 1
-    resources:
-        **stage_resources("robopolicy", "train", mem_mb=3000, runtime=60),
-    conda:
-        "../envs/robopolicy.yaml"
-    shell:
-        "paperflow robopolicy train --params {params.p:q} --data {input.data} --lam {input.lam} "
-        "--variant {wildcards.rpvariant} --seed {wildcards.rpseed} --out {output} > {log} 2>&1"
+if robopolicy_plan.jobs_per_seed(config["robopolicy"]):
+
+    rule robopolicy_lara_seed:
+        input:
+            data=f"{RP_DATA}/mv",
+            lam=f"{RP_MODELS}/lam_s1/seed{{rpseed}}",
+        output:
+            models=[directory(robopolicy_plan.model_dir(RP_MODELS, v, "{rpseed}"))
+                    for v in robopolicy_plan.variants(config["robopolicy"])],
+            metrics=[f"{robopolicy_plan.lara_eval_dir(RESULTS, v, '{rpseed}')}/metrics.json"
+                     for v in robopolicy_plan.variants(config["robopolicy"])],
+            frames=[f"{robopolicy_plan.lara_eval_dir(RESULTS, v, '{rpseed}')}/frames.npz"
+                    for v in robopolicy_plan.variants(config["robopolicy"])],
+        params:
+            p=lambda w: as_json(robopolicy_plan.seed_group(config["robopolicy"])),
+        log:
+            "logs/robopolicy/lara_seed/seed{rpseed}.log",
+        benchmark:
+            "benchmarks/robopolicy/lara_seed/seed{rpseed}.tsv"
+        threads: 1
+        resources:
+            **stage_resources("robopolicy", "lara_seed", mem_mb=3000, runtime=120),
+        conda:
+            "../envs/robopolicy.yaml"
+        shell:
+            "paperflow robopolicy lara-seed --params {params.p:q} --data {input.data} --lam {input.lam} "
+            "--seed {wildcards.rpseed} --models {output.models} --metrics {output.metrics} > {log} 2>&1"
+
+else:
+
+    rule robopolicy_train:
+        input:
+            data=f"{RP_DATA}/mv",
+            lam=f"{RP_MODELS}/lam_s1/seed{{rpseed}}",
+        output:
+            directory(f"{RP_MODELS}/{{rpvariant}}/seed{{rpseed}}"),
+        params:
+            p=lambda w: as_json(robopolicy_plan.train_params(config["robopolicy"], w.rpvariant)),
+        log:
+            "logs/robopolicy/train/{rpvariant}-seed{rpseed}.log",
+        benchmark:
+            "benchmarks/robopolicy/train/{rpvariant}-seed{rpseed}.tsv"
+        threads: 1
+        resources:
+            **stage_resources("robopolicy", "train", mem_mb=3000, runtime=60),
+        conda:
+            "../envs/robopolicy.yaml"
+        shell:
+            "paperflow robopolicy train --params {params.p:q} --data {input.data} --lam {input.lam} "
+            "--variant {wildcards.rpvariant} --seed {wildcards.rpseed} --out {output} > {log} 2>&1"
 
 
-rule robopolicy_evaluate:
-    input:
-        data=f"{RP_DATA}/mv",
-        lam=f"{RP_MODELS}/lam_s1/seed{{rpseed}}",
-        model=f"{RP_MODELS}/{{rpvariant}}/seed{{rpseed}}",
-    output:
-        metrics=f"{RP_RES}/lara/{{rpvariant}}/seed{{rpseed}}/metrics.json",
-        frames=f"{RP_RES}/lara/{{rpvariant}}/seed{{rpseed}}/frames.npz",
-    params:
-        p=lambda w: as_json(robopolicy_plan.eval_params(config["robopolicy"], w.rpvariant)),
-    log:
-        "logs/robopolicy/evaluate/{rpvariant}-seed{rpseed}.log",
-    benchmark:
-        "benchmarks/robopolicy/evaluate/{rpvariant}-seed{rpseed}.tsv"
-    threads: 1
-    resources:
-        **stage_resources("robopolicy", "evaluate", mem_mb=3000, runtime=30),
-    conda:
-        "../envs/robopolicy.yaml"
-    shell:
-        "paperflow robopolicy evaluate --params {params.p:q} --data {input.data} --lam {input.lam} "
-        "--model {input.model} --variant {wildcards.rpvariant} --seed {wildcards.rpseed} --out {output.metrics} "
-        "> {log} 2>&1"
+    rule robopolicy_evaluate:
+        input:
+            data=f"{RP_DATA}/mv",
+            lam=f"{RP_MODELS}/lam_s1/seed{{rpseed}}",
+            model=f"{RP_MODELS}/{{rpvariant}}/seed{{rpseed}}",
+        output:
+            metrics=f"{RP_RES}/lara/{{rpvariant}}/seed{{rpseed}}/metrics.json",
+            frames=f"{RP_RES}/lara/{{rpvariant}}/seed{{rpseed}}/frames.npz",
+        params:
+            p=lambda w: as_json(robopolicy_plan.eval_params(config["robopolicy"], w.rpvariant)),
+        log:
+            "logs/robopolicy/evaluate/{rpvariant}-seed{rpseed}.log",
+        benchmark:
+            "benchmarks/robopolicy/evaluate/{rpvariant}-seed{rpseed}.tsv"
+        threads: 1
+        resources:
+            **stage_resources("robopolicy", "evaluate", mem_mb=3000, runtime=30),
+        conda:
+            "../envs/robopolicy.yaml"
+        shell:
+            "paperflow robopolicy evaluate --params {params.p:q} --data {input.data} --lam {input.lam} "
+            "--model {input.model} --variant {wildcards.rpvariant} --seed {wildcards.rpseed} --out {output.metrics} "
+            "> {log} 2>&1"
 
 
 rule robopolicy_lara_report:

@@ -62,6 +62,24 @@ def eval_params(cfg: Mapping[str, Any], variant: str) -> dict[str, Any]:
                                          "resize_mode": la["extract"]["resize_mode"]}
 
 
+def jobs_per_seed(cfg: Mapping[str, Any]) -> bool:
+    """`lara.jobs: seed`: one `lara_seed` job per seed trains and evaluates all its variants."""
+    return cfg["lara"]["jobs"] == "seed"
+
+
+def seed_group(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Parameters of one `lara-seed` job: per variant, exactly the `train` and `evaluate` jobs' parameters."""
+    return {"variants": {v: {"train": train_params(cfg, v), "eval": eval_params(cfg, v)} for v in variants(cfg)}}
+
+
+def model_dir(models: str, variant: str, seed: int | str) -> str:
+    return f"{models}/{variant}/seed{seed}"
+
+
+def lara_eval_dir(results: str, variant: str, seed: int | str) -> str:
+    return f"{results}/robotics/lara/{variant}/seed{seed}"
+
+
 def lara_report_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
     la = cfg["lara"]
     return {"variants": variants(cfg), "seeds": seeds(cfg), "eval": dict(la["eval"]), "templates": eval_templates(cfg),
@@ -87,7 +105,7 @@ def gam_seeds(cfg: Mapping[str, Any]) -> list[int]:
 
 
 def lara_eval_paths(cfg: Mapping[str, Any], results: str) -> list[str]:
-    return [f"{results}/robotics/lara/{v}/seed{s}/metrics.json" for v in variants(cfg) for s in seeds(cfg)]
+    return [f"{lara_eval_dir(results, v, s)}/metrics.json" for v in variants(cfg) for s in seeds(cfg)]
 
 
 def gam_seed_paths(cfg: Mapping[str, Any], results: str) -> list[str]:

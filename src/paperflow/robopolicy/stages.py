@@ -229,6 +229,38 @@ def evaluate(params: EvalParams, *, data: Path, lam: Path, model: Path, seed: in
     return res
 
 
+def _by_variant(paths: list[Path], level: int, variants: list[str], what: str) -> dict[str, Path]:
+    """Map each path to the variant named by its `level`-th parent (0: the path itself), never by position
+    (Snakemake does not keep the declared order of an output list); every variant exactly once."""
+    got = {Path(p).parents[level - 1].name if level else Path(p).name: Path(p) for p in paths}
+    if len(got) != len(list(paths)) or set(got) != set(variants):
+        raise SystemExit(f"lara-seed: --{what} must hold one path per variant {sorted(variants)}, "
+                         f"got {sorted(got)} from {len(list(paths))} paths")
+    return got
+
+
+@stage("lara-seed", plan=plan.seed_group)
+def lara_seed(params: dict[str, Any], *, data: Path, lam: Path, seed: int, models: list[Path],
+              metrics: list[Path]) -> dict[str, Any]:
+    """S2+S3 training, then evaluation, of every variant of one seed in one process (`lara.jobs: seed`).
+
+    Each variant is exactly what the `train` and `evaluate` stages write for it: the same functions with
+    the same parameters, each reseeding from its own seed, so models, metrics, frames and manifests are
+    the per-variant jobs' (checked byte for byte, README). `--models` are the `<models>/<variant>/seed<s>`
+    directories and `--metrics` the `<results>/lara/<variant>/seed<s>/metrics.json` files, matched to the
+    variants by name. A killed job reruns the seed's variants (Snakemake removes an incomplete job's
+    outputs); the variant in training resumes from its `<model>.resume/` checkpoint."""
+    groups = params["variants"]
+    names = list(groups)
+    mdirs = _by_variant(models, 1, names, "models")
+    mfiles = _by_variant(metrics, 2, names, "metrics")
+    res: dict[str, Any] = {}
+    for v in names:
+        train(groups[v]["train"], data=data, lam=lam, seed=seed, out=mdirs[v])
+        res[v] = evaluate(groups[v]["eval"], data=data, lam=lam, model=mdirs[v], seed=seed, out=mfiles[v])
+    return res
+
+
 @stage("lara-report", plan=plan.lara_report_params)
 def lara_report(params: dict[str, Any], *, data: Path, metrics: list[Path], outdir: Path) -> None:
     """LARA: aggregate, oracle/random reference, figures, summary.md with verdicts."""
