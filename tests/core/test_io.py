@@ -44,6 +44,21 @@ def test_stage_writes_manifest(tmp_path):
     assert m["inputs"] == {str(inp): file_digest(inp)}
     assert m["output_sha256"] == file_digest(out)
     assert len(m["config_hash"]) == 16 and "numpy" in m["packages"] and m["wall_time_s"] >= 0
+    assert m["host"]["machine"] and m["host"]["cpu"] and int(m["host"]["cpu_count"]) >= 1
+
+
+def test_machine_info_reports_torch_kernels_only_when_torch_is_loaded(monkeypatch):
+    import sys
+    import types
+
+    from paperflow.core.io import machine_info
+
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    assert "torch_cpu_capability" not in machine_info()
+    fake = types.SimpleNamespace(backends=types.SimpleNamespace(cpu=types.SimpleNamespace(
+        get_cpu_capability=lambda: "AVX512")))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    assert machine_info()["torch_cpu_capability"] == "AVX512"
 
 
 def test_stage_failure_writes_no_manifest(tmp_path):

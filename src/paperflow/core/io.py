@@ -18,6 +18,7 @@ is killed Snakemake deletes the output but not the manifest beside it. Hence:
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -133,6 +134,30 @@ def package_versions() -> dict[str, str]:
     return out
 
 
+@functools.lru_cache(maxsize=1)
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def machine_info() -> dict[str, str]:
+    """The CPU a job ran on. Float results of the same code and seed can differ between CPUs (torch picks
+    its kernels by instruction set: `torch_cpu_capability`, e.g. AVX2 vs AVX512), and at tiny scale such
+    differences can move a verdict (unlearning README, 6 December), so every manifest records it. torch is
+    consulted only if the stage already imported it."""
+    out = {"machine": platform.machine(), "cpu": _cpu_model(), "cpu_count": str(os.cpu_count() or 0)}
+    torch = sys.modules.get("torch")
+    cap = getattr(getattr(getattr(torch, "backends", None), "cpu", None), "get_cpu_capability", None)
+    if cap is not None:
+        out["torch_cpu_capability"] = str(cap())
+    return out
+
+
 def manifest_path(output: str | Path) -> Path:
     return Path(str(output) + MANIFEST_SUFFIX)
 
@@ -179,6 +204,7 @@ class Stage:
                 "seed": self.seed,
                 "inputs": self._input_digests,
                 "packages": package_versions(),
+                "host": machine_info(),
                 "argv": sys.argv,
                 "wall_time_s": round(wall, 4),
                 "metrics": self.metrics,
