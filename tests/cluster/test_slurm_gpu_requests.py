@@ -207,7 +207,8 @@ PAPER_GPU_STAGES = {
 
 
 # Rules that run several paper-scale GPU stages as one job when a tiny config asks for it.
-TINY_FUSED = {"unlearning_train": {"unlearning_unlearn", "unlearning_rule"}}
+TINY_FUSED = {"unlearning_train": {"unlearning_unlearn", "unlearning_rule"},
+              "robopolicy_lara_seed": {"robopolicy_train"}}  # `lara.jobs: seed`: S2+S3 training + evaluation
 
 
 def test_paper_gpu_stages_request_one_gpu_and_tiny_configs_none(repo_copy: Path, tmp_path: Path):
@@ -240,7 +241,8 @@ def test_paper_gpu_stages_request_one_gpu_and_tiny_configs_none(repo_copy: Path,
 
     # the tiny configs keep the rules' small-scale values: no GPU, at most 4 GB, at most 2 h. Where a
     # tiny config fuses paper-scale GPU stages into one job per seed (unlearning: `unlearn.jobs: seed`
-    # runs `unlearning_train` in place of `unlearning_unlearn` + `unlearning_rule`), the fused rule
+    # runs `unlearning_train` in place of `unlearning_unlearn` + `unlearning_rule`; robopolicy: `lara.jobs:
+    # seed` runs `robopolicy_lara_seed` in place of `robopolicy_train` + `robopolicy_evaluate`), the fused rule
     # stands in for them and is held to the same limits.
     for configfile in ("config/config.yaml", "config/test.yaml"):
         tiny_jobs = _dry_run_jobs(repo, configfile)
