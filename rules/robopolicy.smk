@@ -92,7 +92,7 @@ else:
             data=f"{RP_DATA}/mv",
             lam=f"{RP_MODELS}/lam_s1/seed{{rpseed}}",
         output:
-            directory(f"{RP_MODELS}/{{rpvariant}}/seed{{rpseed}}"),
+            directory(robopolicy_plan.model_dir(RP_MODELS, "{rpvariant}", "{rpseed}")),
         params:
             p=lambda w: as_json(robopolicy_plan.train_params(config["robopolicy"], w.rpvariant)),
         log:
@@ -113,10 +113,10 @@ else:
         input:
             data=f"{RP_DATA}/mv",
             lam=f"{RP_MODELS}/lam_s1/seed{{rpseed}}",
-            model=f"{RP_MODELS}/{{rpvariant}}/seed{{rpseed}}",
+            model=robopolicy_plan.model_dir(RP_MODELS, "{rpvariant}", "{rpseed}"),
         output:
-            metrics=f"{RP_RES}/lara/{{rpvariant}}/seed{{rpseed}}/metrics.json",
-            frames=f"{RP_RES}/lara/{{rpvariant}}/seed{{rpseed}}/frames.npz",
+            metrics=robopolicy_plan.lara_eval_dir(RESULTS, "{rpvariant}", "{rpseed}") + "/metrics.json",
+            frames=robopolicy_plan.lara_eval_dir(RESULTS, "{rpvariant}", "{rpseed}") + "/frames.npz",
         params:
             p=lambda w: as_json(robopolicy_plan.eval_params(config["robopolicy"], w.rpvariant)),
         log:

@@ -152,9 +152,9 @@ def machine_info() -> dict[str, str]:
     consulted only if the stage already imported it."""
     out = {"machine": platform.machine(), "cpu": _cpu_model(), "cpu_count": str(os.cpu_count() or 0)}
     torch = sys.modules.get("torch")
-    cap = getattr(getattr(getattr(torch, "backends", None), "cpu", None), "get_cpu_capability", None)
-    if cap is not None:
-        out["torch_cpu_capability"] = str(cap())
+    if torch is not None:
+        with contextlib.suppress(AttributeError):  # a torch too old to report its kernel level
+            out["torch_cpu_capability"] = str(torch.backends.cpu.get_cpu_capability())
     return out
 
 

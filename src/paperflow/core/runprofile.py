@@ -111,10 +111,6 @@ def parse_log(lines: Iterable[str]) -> dict[int, Job]:
     return jobs
 
 
-def _depends(inp: str, out: str) -> bool:
-    return inp == out or inp.startswith(out.rstrip("/") + "/")
-
-
 def _link(jobs: dict[int, Job]) -> None:
     """Fill `preds`: job b depends on job a when an input of b is (inside) an output of a."""
     producers: dict[str, int] = {}
@@ -127,7 +123,7 @@ def _link(jobs: dict[int, Job]) -> None:
             parts = i.rstrip("/").split("/")
             for k in range(len(parts), 0, -1):  # the path itself, then each enclosing directory
                 p = producers.get("/".join(parts[:k]))
-                if p is not None and p != j.jobid and _depends(i, "/".join(parts[:k])):
+                if p is not None and p != j.jobid:
                     found.add(p)
                     break
         j.preds = sorted(found)
