@@ -115,8 +115,8 @@ else:
             lam=f"{RP_MODELS}/lam_s1/seed{{rpseed}}",
             model=robopolicy_plan.model_dir(RP_MODELS, "{rpvariant}", "{rpseed}"),
         output:
-            metrics=robopolicy_plan.lara_eval_dir(RESULTS, "{rpvariant}", "{rpseed}") + "/metrics.json",
-            frames=robopolicy_plan.lara_eval_dir(RESULTS, "{rpvariant}", "{rpseed}") + "/frames.npz",
+            metrics=f"{robopolicy_plan.lara_eval_dir(RESULTS, '{rpvariant}', '{rpseed}')}/metrics.json",
+            frames=f"{robopolicy_plan.lara_eval_dir(RESULTS, '{rpvariant}', '{rpseed}')}/frames.npz",
         params:
             p=lambda w: as_json(robopolicy_plan.eval_params(config["robopolicy"], w.rpvariant)),
         log:
