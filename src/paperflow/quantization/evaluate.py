@@ -21,12 +21,15 @@ def mean_nll(model, windows: torch.Tensor, batch: int = 8, per_window: list[floa
     for s in range(0, windows.shape[0], batch):
         ids = windows[s:s + batch].to(dev)
         logits = model(ids, use_cache=False).logits[:, :-1].to(torch.float64)
-        flat_logits, flat_ids = logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1)
-        nll = F.cross_entropy(flat_logits, flat_ids, reduction="sum")
+        flat_ids = ids[:, 1:].reshape(-1)
+        # cross_entropy(x, t) is nll_loss(log_softmax(x), t) in ATen; one log-softmax serves both reductions
+        logp = F.log_softmax(logits.reshape(-1, logits.shape[-1]), dim=-1)
+        del logits
+        nll = F.nll_loss(logp, flat_ids, reduction="sum")
         tot += float(nll)
         cnt += ids[:, 1:].numel()
         if per_window is not None:
-            tok = F.cross_entropy(flat_logits, flat_ids, reduction="none").reshape(ids.shape[0], -1)
+            tok = F.nll_loss(logp, flat_ids, reduction="none").reshape(ids.shape[0], -1)
             per_window.extend(float(v) for v in tok.mean(dim=1).cpu())
     return tot / cnt
 
@@ -55,6 +58,13 @@ def nll_from_layer(model, start: int, states, windows: torch.Tensor) -> float:
         tot += float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="sum"))
         cnt += ids[:, 1:].numel()
     return tot / cnt
+
+
+@torch.no_grad()
+def run_block(model, i: int, states):
+    """Decoder layer i on cached inputs (moved to the model's device): its outputs, as the input cache of layer i+1."""
+    dev = model_device(model)
+    return run_layer(decoder_layers(model)[i], [(hs.to(dev), kw) for hs, kw in states])
 
 
 @torch.no_grad()

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from paperflow.core.progress import progress
-from paperflow.quantization.evaluate import all_layer_inputs, nll_from_layer
+from paperflow.quantization.evaluate import all_layer_inputs, nll_from_layer, run_block
 from paperflow.quantization.qmodel import set_activation_bits
 
 
@@ -26,28 +26,32 @@ def sensitivity_sweep(model, windows: torch.Tensor, bits: list[int], base_bits: 
     cache = all_layer_inputs(model, windows, batch, store_device="cpu")  # host memory; no-op on a CPU model
     nll0 = nll_from_layer(model, 0, cache[0], windows)
     delta = {i: {base_bits: 0.0} for i in range(L)}
-    kappa = {i: {} for i in range(1, L)}
-    jobs = [(i, None, b) for i in range(L) for b in sweep]
-    jobs += [(i, bp, b) for i in range(1, L) for bp in sweep for b in sweep]
-    for i, bp, b in progress(jobs, desc="sens sweep"):
+    pair_nll: dict[tuple[int, int, int], float] = {}
+    # Block i at width b is run once from its cached input; that output serves the single setting (i, b) and
+    # every pair setting (i at b, i+1 at b2), which would otherwise recompute block i (issue 24: same floats,
+    # one block pass fewer per pair). Only one block output is held at a time.
+    order = [(i, b, b2) for i in range(L) for b in sweep for b2 in [None] + (sweep if i + 1 < L else [])]
+    out_i = None
+    for i, b, b2 in progress(order, desc="sens sweep"):
         cfg = list(base)
         cfg[i] = b
-        start = i
-        if bp is not None:
-            cfg[i - 1] = bp
-            start = i - 1
-        set_activation_bits(model, cfg, default_clip=clip)
-        nll = nll_from_layer(model, start, cache[start], windows)
-        if bp is None:
-            delta[i][b] = nll - nll0
-        else:
-            kappa[i][f"{bp},{b}"] = (nll - nll0) - delta[i - 1][bp] - delta[i][b]
+        if b2 is None:  # the single setting (i, b); its block-i output is kept for the pairs that follow
+            set_activation_bits(model, cfg, default_clip=clip)
+            out_i = run_block(model, i, cache[i])
+            delta[i][b] = nll_from_layer(model, i + 1, out_i, windows) - nll0
+        else:  # the pair setting (i at b, i+1 at b2), continued from block i's output at b
+            cfg[i + 1] = b2
+            set_activation_bits(model, cfg, default_clip=clip)
+            pair_nll[(i + 1, b, b2)] = nll_from_layer(model, i + 1, out_i, windows)
+    kappa = {i: {f"{bp},{b}": (pair_nll[(i, bp, b)] - nll0) - delta[i - 1][bp] - delta[i][b]
+                 for bp in sweep for b in sweep} for i in range(1, L)}
+    n_evals = 1 + len(sweep) * L + len(pair_nll)
     set_activation_bits(model, base, default_clip=clip)
     for i in range(1, L):  # pairs containing the base width follow from the singles: κ = 0
         for b in bits:
             kappa[i].setdefault(f"{base_bits},{b}", 0.0)
             kappa[i].setdefault(f"{b},{base_bits}", 0.0)
-    return {"nll0": nll0, "base_bits": base_bits, "clip": clip, "bits": bits, "n_evals": 1 + len(jobs),
+    return {"nll0": nll0, "base_bits": base_bits, "clip": clip, "bits": bits, "n_evals": n_evals,
             "delta": {str(i): {str(b): v for b, v in d.items()} for i, d in delta.items()},
             "kappa": {str(i): d for i, d in kappa.items()}}
 
