@@ -99,21 +99,16 @@ def _sweep_reference(model, windows, bits, base_bits, clip, batch):
     return nll0, delta, kappa, 1 + len(jobs)
 
 
-def test_sweep_equals_the_restarting_sweep_exactly():
+def test_sweep_equals_the_restarting_sweep_exactly(tiny_llama_factory):
     import json
 
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
 
     from paperflow.quantization.evaluate import mean_nll
     from paperflow.quantization.ilaamp import sensitivity_sweep
-    from paperflow.quantization.qmodel import set_activation_bits, wrap_linears
+    from paperflow.quantization.qmodel import set_activation_bits
 
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=64, hidden_size=32, num_hidden_layers=4, num_attention_heads=2,
-                      num_key_value_heads=2, intermediate_size=64, tie_word_embeddings=True)
-    model = LlamaForCausalLM(cfg).eval()
-    wrap_linears(model)
+    model = tiny_llama_factory(4)
     win = torch.randint(0, 64, (5, 12), generator=torch.Generator().manual_seed(3))
     bits = [2, 4, 6, 8]
     got = sensitivity_sweep(model, win, bits, 8, 0.9, 2)
