@@ -90,3 +90,58 @@ def test_curriculum_draws_only_easy_scenes_before_its_end():
     # curriculum off: the same draws as the plain uniform index draw
     assert np.array_equal(batch_indices(0, 8, 100, easy, 0, np.random.default_rng(1)),
                           np.random.default_rng(1).integers(0, 100, size=8))
+
+
+def _train_lrs(scenes, tmp_path, monkeypatch, **over) -> list[float]:
+    """The lr of every step of a short training run (the scheduler train_model builds, recorded)."""
+    import paperflow.core.schedule as schedule
+
+    made, lrs = [], []  # lrs: the lr each optimizer step used (read when the scheduler steps after it)
+    real = schedule.lambda_lr
+
+    def spy(opt, total, warmup, floor=0.0):  # type: ignore[no-untyped-def]
+        sched = real(opt, total, warmup, floor)
+        step = sched.step
+
+        def recording_step(*a, **k):  # type: ignore[no-untyped-def]
+            lrs.append(opt.param_groups[0]["lr"])
+            return step(*a, **k)
+
+        sched.step = recording_step
+        made.append(sched)
+        return sched
+
+    monkeypatch.setattr(schedule, "lambda_lr", spy)
+    train_model({**P, "steps": 10, "warmup": 2, **over}, scenes, tmp_path / "w.safetensors")
+    assert len(made) == 1 and len(lrs) == 10
+    return lrs
+
+
+def test_lr_floor_one_keeps_the_lr_constant_after_the_warmup(scenes, tmp_path, monkeypatch):
+    """The tiny tier trains at a constant lr after the warm-up (lr_floor 1, issue 17); the schema default
+    (lr_floor 0) decays it by a cosine to 0."""
+    const = _train_lrs(scenes, tmp_path, monkeypatch, lr_floor=1.0)
+    assert const[:2] == [0.0015, 0.003] and all(x == 0.003 for x in const[2:])
+    cos = _train_lrs(scenes, tmp_path, monkeypatch)
+    assert cos[:2] == const[:2] and all(a > b for a, b in zip(cos[2:], cos[3:])) and cos[-1] < 0.0003
+
+
+def test_d_ff_sets_the_mlp_width_and_none_is_four_times_d_model():
+    from paperflow.mpdpac.model import TinyMDM, model_config
+
+    assert TinyMDM(model_config(20, {**MODEL, "d_ff": 24})).net.blocks[0].mlp.fc.out_features == 24
+    assert TinyMDM(model_config(20, {**MODEL, "d_ff": None})).net.blocks[0].mlp.fc.out_features == 64
+
+
+def test_tiny_config_trains_the_recipe_that_grounds():
+    """config/config.yaml's tiny tier (issue 17): 3 layers, MLP width 128, 2,500 steps at a constant lr."""
+    from pathlib import Path
+
+    import yaml
+
+    from paperflow.core.config import validate_config
+    from paperflow.mpdpac import plan
+
+    raw = yaml.safe_load((Path(__file__).resolve().parents[2] / "config/config.yaml").read_text())
+    p = plan.train_params(validate_config(raw)["mpdpac"], 0)
+    assert (p["model"]["n_layers"], p["model"]["d_ff"], p["steps"], p["lr_floor"]) == (3, 128, 2500, 1.0)

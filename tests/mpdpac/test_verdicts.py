@@ -87,6 +87,23 @@ def test_verdict_mps_vs_control(rp):
     assert report.claim_mps(floor, cc, nb).verdict == NOT_TESTABLE
 
 
+def test_mps_duplicates_that_fall_with_the_objects_do_not_count(rp):
+    """6 Dec: on the first grounded backbone MPS (λ = 1) emptied its answers, so its duplicate rate fell to 0.
+    A duplicate reduction with a clear F1 loss against the control is "did not hold"; a small F1 loss is not."""
+    cc, nb = rp["claims"], 200
+    drift = arm(dup=0.2, cos=0.5, seed=1)
+    ctrl = arm(dup=0.2, cos=0.5, active=0.5, seed=3)
+    empty = metrics(L48_t4={"base": drift, "mps_l1": arm(dup=0.0, recall=0.0, cos=0.5, active=0.6, seed=2),
+                            "ctrl_l1": ctrl})
+    c = report.claim_mps(empty, cc, nb)
+    assert c.verdict == NOT_HELD and "only with the objects" in c.reason and "F1 control − MPS" in c.measured
+    kept = metrics(L48_t4={"base": drift, "mps_l1": arm(dup=0.03, recall=0.78, cos=0.5, active=0.6, seed=2),
+                           "ctrl_l1": ctrl})
+    assert report.claim_mps(kept, cc, nb).verdict == HELD
+    strict = dict(cc, mps_vs_control=dict(cc["mps_vs_control"], max_f1_loss=-1.0))  # any F1 change fails
+    assert report.claim_mps(kept, strict, nb).verdict == NOT_HELD
+
+
 def test_verdict_mrs_attention(rp):
     cc, nb = rp["claims"], 200
     up = metrics(L48_t4_v128={"base": arm(vis=0.30, seed=1), "mrs_b1": arm(vis=0.35, seed=2)})

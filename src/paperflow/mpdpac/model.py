@@ -52,9 +52,10 @@ class Backbone(Protocol):
 
 
 def model_config(vocab_size: int, p: Mapping[str, Any]) -> TransformerConfig:
+    d_ff = p.get("d_ff")  # None: 4 × d_model
     return TransformerConfig(d_model=int(p["d_model"]), n_heads=int(p["n_heads"]), n_layers=int(p["n_layers"]),
-                             vocab_size=vocab_size, out_dim=vocab_size, causal=False,
-                             rope_base=float(p["rope_base"]), dropout=0.0)
+                             d_ff=int(d_ff) if d_ff else None, vocab_size=vocab_size, out_dim=vocab_size,
+                             causal=False, rope_base=float(p["rope_base"]), dropout=0.0)
 
 
 class TinyMDM(nn.Module):

@@ -84,7 +84,7 @@ def report_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """What aggregate/figures/summary depend on: the grid and the claims' pre-declared thresholds."""
     return {"seeds": int(cfg["seeds"]), "conditions": conditions(cfg), "decoding": dict(cfg["decoding"]),
             "mrs": dict(cfg["mrs"]), "model": dict(cfg["model"]), "train_steps": int(cfg["train"]["steps"]),
-            "eos_weight": float(cfg["train"]["eos_weight"]),
+            "eos_weight": float(cfg["train"]["eos_weight"]), "lr_floor": float(cfg["train"]["lr_floor"]),
             "data": dict(cfg["data"]), "claims": {k: dict(v) for k, v in cfg["claims"].items()}}
 
 

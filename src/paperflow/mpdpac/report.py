@@ -16,7 +16,7 @@ import numpy as np
 
 from paperflow.core.report import Claim, write_summary
 from paperflow.core.stats import Estimate, bootstrap_ci
-from paperflow.core.verdict import HELD, Thresholds, judge
+from paperflow.core.verdict import HELD, NOT_HELD, Thresholds, Verdict, judge
 
 M = Mapping[str, Any]
 SEED_NOTE = "bootstrap over test items, pooled over seeds"
@@ -145,6 +145,16 @@ def claim_drift(metrics: M, cc: M, nb: int) -> Claim:
                         paper="no number in the paper (figure only)")
 
 
+def guard_f1_loss(v: Verdict, f1_loss: Estimate, max_loss: float) -> Verdict:
+    """A duplicate reduction counts only if MPS keeps the objects: when the paired F1 loss against the control
+    (control − MPS) has its CI entirely above `max_loss`, a "held" becomes "did not hold" (duplicates fall
+    because the objects go, e.g. MPS answers that hold no object at all have no duplicates either)."""
+    if v.outcome != HELD or not f1_loss.has_ci or not f1_loss.lo > max_loss:  # type: ignore[operator]
+        return v
+    return Verdict(NOT_HELD, f"{v.reason}, but only with the objects: F1 control − MPS {_fmt(f1_loss)}, CI entirely "
+                             f"> the tolerated loss {max_loss:g}")
+
+
 def claim_mps(metrics: M, cc: M, nb: int) -> Claim:
     c = cc["mps_vs_control"]
     cond, lam = c["condition"], float(c["lam"])
@@ -169,10 +179,13 @@ def claim_mps(metrics: M, cc: M, nb: int) -> Claim:
     elif value(base, "dup_rate") <= float(c["floor_dup"]):
         why = f"baseline duplicate rate {value(base, 'dup_rate'):.3f} at floor: nothing to repair"
     v = judge(e, _th(c), untestable=why, what="Δ duplicate rate (control − MPS)")
+    e_f1 = paired(b, a, "f1", nb)  # control − MPS F1: > 0 means MPS loses objects the control keeps
+    v = guard_f1_loss(v, e_f1, float(c["max_f1_loss"]))
     return Claim.judged(text, f"dup base {value(base, 'dup_rate'):.3f}, MPS {value(a, 'dup_rate'):.3f}, control "
                         f"{value(b, 'dup_rate'):.3f}; control − MPS {_fmt(e)}; base − MPS {_fmt(e_base)}; "
                         f"non-zero factor share {active:.3f}; objects per answer base {np.mean(base['n_pred']):.2f}, "
-                        f"MPS {np.mean(a['n_pred']):.2f}; F1 base {value(base, 'f1'):.3f}, MPS {value(a, 'f1'):.3f}",
+                        f"MPS {np.mean(a['n_pred']):.2f}; F1 base {value(base, 'f1'):.3f}, MPS {value(a, 'f1'):.3f}, "
+                        f"control {value(b, 'f1'):.3f}; F1 control − MPS {_fmt(e_f1)}",
                         v, sample=_sample(metrics, cond, arm, e.n),
                         paper="no separate MPS number (README reports MPS+MRS only)")
 
@@ -281,12 +294,16 @@ def write(metrics: M, rp: M, out: str | Path, inputs: Sequence[str]) -> None:
     kinds = int(d["n_colours"]) * int(d["n_shapes"])
     first = next((items(metrics, c, "base") for c in metrics["runs"] if items(metrics, c, "base") is not None), None)
     chance = f"{chance_f1(first, kinds):.3f}" if first is not None else "—"
+    d_ff = rp["model"].get("d_ff") or 4 * int(rp["model"]["d_model"])
+    floor = float(rp.get("lr_floor", 0.0))
+    lr_sched = ("constant lr after the warm-up" if floor == 1.0
+                else f"lr warm-up then cosine decay to {floor:g} × lr")
     body = f"""
 ## What this is
 
 A tiny reconstruction of the paper's setting, not the paper's models: a {rp['model']['n_layers']}-layer,
-d = {rp['model']['d_model']} bidirectional RoPE transformer trained by this pipeline with the masked-diffusion
-loss ({rp['train_steps']} steps; EOS-padding terms weighted {rp.get('eos_weight', 1.0):g}, issue 17) on synthetic {d['grid']}×{d['grid']} scenes ({d['n_colours']} colours ×
+d = {rp['model']['d_model']} (MLP width {d_ff}) bidirectional RoPE transformer trained by this pipeline with the
+masked-diffusion loss ({rp['train_steps']} steps, {lr_sched}; EOS-padding terms weighted {rp.get('eos_weight', 1.0):g}, issue 17) on synthetic {d['grid']}×{d['grid']} scenes ({d['n_colours']} colours ×
 {d['n_shapes']} shapes); captions list objects in raster order and are EOS-padded to {d['len_min']}–{d['len_max']}
 tokens. Decoding is LLaDA low-confidence remasking. MPS and MRS follow the official code (hong-sujung/MPD-PAC;
 the code's MPS update, not the README's). The drift diagnostic comes first; an MPS effect is claimed only if

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -73,9 +73,12 @@ def mdm_loss(model: Any, visual: Any, answer: Any, length: Any, special: Mapping
 
 
 def train_model(p: Mapping[str, Any], data_path: str | Path, out: str | Path, ckpt_dir: str | Path | None = None,
-                stop_after: int | None = None) -> dict[str, Any] | None:
+                stop_after: int | None = None, on_step: Callable[[int, Any], None] | None = None
+                ) -> dict[str, Any] | None:
     """Train; write final weights to `out` (safetensors). Returns metrics (None when stopped by
-    `stop_after`: the job then ends after its checkpoint, as a killed job would, and writes no weights)."""
+    `stop_after`: the job then ends after its checkpoint, as a killed job would, and writes no weights).
+    on_step(done, model), when given, runs after every optimiser step (bench/mpdpac_grounding.py scores the
+    validation split there; it must leave the model in training mode and draw from no training RNG)."""
     import torch
 
     from paperflow.core.checkpoint import has_checkpoint, load_training_state, save_training_state, save_weights
@@ -93,7 +96,8 @@ def train_model(p: Mapping[str, Any], data_path: str | Path, out: str | Path, ck
     steps, bs = int(p["steps"]), int(p["batch_size"])
     opt = torch.optim.AdamW(model.parameters(), lr=float(p["lr"]), weight_decay=float(p["weight_decay"]),
                             betas=(0.9, 0.98))
-    sched = lambda_lr(opt, steps, float(p["warmup"]))
+    # lr_floor 0: cosine decay to 0 after the warm-up; 1: constant lr after the warm-up (the tiny tier)
+    sched = lambda_lr(opt, steps, float(p["warmup"]), float(p.get("lr_floor", 0.0)))
     gen = torch.Generator().manual_seed(seed)
     np_rng = np.random.default_rng(seed)
     start, losses = 0, []
@@ -120,6 +124,8 @@ def train_model(p: Mapping[str, Any], data_path: str | Path, out: str | Path, ck
         opt.step()
         sched.step()
         losses.append(float(loss.detach()))
+        if on_step is not None:
+            on_step(step + 1, model)
         if (step + 1) % max(1, steps // 10) == 0:
             log.info("step %d/%d loss %.4f (%.1fs)", step + 1, steps, float(np.mean(losses[-20:])),
                      time.perf_counter() - t0)
