@@ -145,3 +145,21 @@ def test_tiny_config_trains_the_recipe_that_grounds():
     raw = yaml.safe_load((Path(__file__).resolve().parents[2] / "config/config.yaml").read_text())
     p = plan.train_params(validate_config(raw)["mpdpac"], 0)
     assert (p["model"]["n_layers"], p["model"]["d_ff"], p["steps"], p["lr_floor"]) == (3, 128, 2500, 1.0)
+
+
+def test_on_step_sees_every_step_and_leaves_the_training_unchanged(scenes, tmp_path):
+    """bench/mpdpac_grounding.py scores validation scenes in `on_step`; the weights must not depend on it."""
+    seen = []
+
+    def on_step(done, model):  # type: ignore[no-untyped-def]
+        seen.append((done, model.training))
+        model.eval()
+        with torch.no_grad():
+            model(torch.full((2, 9), 3))
+        model.train()
+
+    train_model(P, scenes, tmp_path / "a.safetensors")
+    train_model(P, scenes, tmp_path / "b.safetensors", on_step=on_step)
+    assert seen == [(i, True) for i in range(1, 7)]
+    a, b = load_weights(tmp_path / "a.safetensors"), load_weights(tmp_path / "b.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
