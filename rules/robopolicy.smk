@@ -160,11 +160,32 @@ rule robopolicy_lara_report:
         "--outdir {params.outdir} > {log} 2>&1"
 
 
+rule robopolicy_gam_data:
+    output:
+        directory(robopolicy_plan.gam_data_dir(RP_DATA)),
+    params:
+        p=lambda w: as_json(robopolicy_plan.gam_data_params(config["robopolicy"])),
+    log:
+        "logs/robopolicy/gam_data.log",
+    benchmark:
+        "benchmarks/robopolicy/gam_data.tsv"
+    threads: 1
+    resources:
+        **stage_resources("robopolicy", "gam_data", mem_mb=2000, runtime=20),
+    conda:
+        "../envs/robopolicy.yaml"
+    shell:
+        "paperflow robopolicy gam-data --params {params.p:q} --out {output} > {log} 2>&1"
+
+
 rule robopolicy_gam_run:
+    input:
+        unpack(lambda w: robopolicy_plan.gam_run_inputs(config["robopolicy"], RP_DATA)),
     output:
         f"{RP_RES}/gam/seeds/seed{{rpseed}}.json",
     params:
         p=lambda w: as_json(robopolicy_plan.gam_params(config["robopolicy"])),
+        data=lambda w, input: f"--data {input.data}" if "data" in input.keys() else "",
     log:
         "logs/robopolicy/gam_run/seed{rpseed}.log",
     benchmark:
@@ -175,7 +196,7 @@ rule robopolicy_gam_run:
     conda:
         "../envs/robopolicy.yaml"
     shell:
-        "paperflow robopolicy gam-run --params {params.p:q} --seed {wildcards.rpseed} --out {output} > {log} 2>&1"
+        "paperflow robopolicy gam-run --params {params.p:q} --seed {wildcards.rpseed} {params.data} --out {output} > {log} 2>&1"
 
 
 rule robopolicy_gam_report:

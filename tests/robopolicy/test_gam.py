@@ -101,3 +101,86 @@ def test_run_seed_tiny_gam_beats_absolute_under_pose_shift():
     pose = r["conditions"]["pose"]
     assert np.mean(pose["gam"]["success"]) > np.mean(pose["abs_arc"]["success"])
     assert np.mean(r["conditions"]["train_like"]["gam"]["success"]) >= 0.8
+
+
+TABLETOP = dict(world="tabletop", n_tasks=1, n_demos=12, expert_noise=0.001, L0=0.13, bc_input="relative",
+                bc_hidden=[32], M=24, n_components=2, n_test=6, methods=["abs_arc", "gam"],
+                train_offset=[0.0, 0.2], test_offset=[0.1, 0.3])
+
+
+def test_run_seed_tabletop_learned_baseline_works_in_distribution_and_fails_under_pose():
+    r = gam.run_seed(TABLETOP, 0)
+    assert r["world"] == "tabletop"
+    C = r["conditions"]
+    assert np.mean(C["train_like"]["abs_arc"]["success"]) >= 0.5  # a learned baseline that works in distribution
+    assert np.mean(C["pose"]["gam"]["success"]) > np.mean(C["pose"]["abs_arc"]["success"])
+    assert set(C) == {"train_like", "speed_0.5x", "speed_2x", "pose", "nonaffine"}
+
+
+def test_tabletop_demos_come_from_the_seeded_simulator():
+    a = gam.tabletop_demos(TABLETOP, 0)
+    b = gam.tabletop_demos(TABLETOP, 0)
+    c = gam.tabletop_demos(TABLETOP, 1)
+    assert all(np.array_equal(x[1], y[1]) for x, y in zip(a, b))
+    assert not np.array_equal(a[0][1], c[0][1])
+    assert len(a) == TABLETOP["n_demos"] * TABLETOP["n_tasks"] and all(len(d) == 4 for d in a)
+
+
+def test_bc_input_relative_caps_the_phase_and_world_keeps_the_old_features():
+    from paperflow.robotics import course
+
+    sc = course.sample_scene(np.random.default_rng(0), 0, gam.tabletop_conditions(TABLETOP)["train_like"], 0.13)
+    p = sc.p0 + 0.01
+    rel = gam.bc_input(p, sc, 80, 40.0, "relative")
+    assert rel[-1] == 1.0 and np.allclose(rel[3:6], sc.goal - p) and np.allclose(rel[6:9], sc.obstacle - p)
+    w = gam.bc_input(p, sc, 80, 40.0, "world")
+    assert w[-1] == 2.0 and np.allclose(w[3:6], sc.goal)
+    with pytest.raises(ValueError):
+        gam.bc_input(p, sc, 0, 40.0, "pixels")
+
+
+def test_run_bc_stops_when_its_own_command_stays_still():
+    class Still:
+        def predict(self, x):
+            return np.zeros((1, 3))
+
+    class Push:
+        def predict(self, x):
+            return np.array([[1.0, 0.0, 0.0]])
+
+    inst, _, _ = _polyline(np.random.default_rng(0))
+    for model, stop, n in ((Still(), 3, 3), (Push(), 3, 50), (Still(), 0, 50)):
+        fit = {"bc_mlp": model, "T_demo": 10.0}
+        assert len(gam.run_bc(fit, inst, 0.01, 50, None, stop)) - 1 == n
+
+
+def test_gam_params_keep_only_the_chosen_worlds_keys():
+    from paperflow.robopolicy import plan
+
+    g = {"enabled": True, "seeds": 3, "world": "tabletop", "L0": 0.13, "bc_input": "relative", "bc_hidden": [64],
+         "expert_noise": 0.001, "demo_noise": 0.01, "demo_steps": 40, "M": 32}
+    t = plan.gam_params({"gam": g})
+    assert "demo_noise" not in t and "demo_steps" not in t and t["L0"] == 0.13 and "seeds" not in t
+    p = plan.gam_params({"gam": {**g, "world": "pose"}})
+    assert "L0" not in p and "bc_input" not in p and p["demo_steps"] == 40
+
+
+def test_gam_data_roundtrip_through_the_bridge_extractor(tmp_path):
+    """Recorded demos -> Bridge raw tree -> extractor -> load_tabletop_demos: the seed's demos come back in
+    recording order, states equal to float32 precision, commanded actions and scene geometry intact."""
+    from paperflow.robopolicy import plan, stages
+
+    p = {**TABLETOP, "n_demos": 3}
+    dp = p | {"seeds": [0, 1], "extract": dict(plan.GAM_EXTRACT)}
+    m = stages.gam_data(dp, out=tmp_path / "mv")
+    assert m["episodes"] == 6 and sum(m["kept"].values()) == 6
+    for seed in (0, 1):
+        back = gam.load_tabletop_demos(tmp_path / "mv", seed)
+        mem = gam.tabletop_demos(p, seed)
+        assert len(back) == len(mem) == 3
+        for (sb, Pb, Rb, Ab), (sm, Pm, Rm, Am) in zip(back, mem):
+            assert np.allclose(Pb, Pm, atol=1e-6) and np.allclose(Rb, Rm, atol=1e-5)
+            assert np.allclose(Ab, Am, atol=1e-6)
+            assert np.allclose(sb.goal, sm.goal) and np.allclose(sb.obstacle, sm.obstacle) and sb.task == sm.task
+    with pytest.raises(ValueError):
+        gam.load_tabletop_demos(tmp_path / "mv", 7)

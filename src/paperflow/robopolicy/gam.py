@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -181,6 +182,14 @@ class Instance:
     def Rc(self) -> np.ndarray:
         return rot_z(self.yaw)
 
+    @property
+    def obst_r(self) -> float:
+        return OBST_R * self.L
+
+    @property
+    def obst_h(self) -> float:
+        return OBST_H * self.L
+
 
 OBST_H, OBST_R, CLEAR = 0.15, 0.08, 0.10  # canonical units (x L)
 TASK_YAW = (0.6, -0.4, 0.9)  # per-task yaw twist along the path (rad)
@@ -252,16 +261,17 @@ def outcome(inst: Instance, P: np.ndarray) -> dict[str, Any]:
     dense = np.concatenate([P[i] + np.linspace(0, 1, 5, endpoint=False)[:, None] * (P[i + 1] - P[i])
                             for i in range(len(P) - 1)] + [P[-1:]]) if len(P) > 1 else P
     horiz = np.linalg.norm(dense[:, :2] - inst.obstacle[:2], axis=1)
-    hit = bool(np.any((horiz < OBST_R * inst.L) & (dense[:, 2] < inst.obstacle[2] + OBST_H * inst.L)))
+    hit = bool(np.any((horiz < inst.obst_r) & (dense[:, 2] < inst.obstacle[2] + inst.obst_h)))
     via = _seg_dist(P, inst.via)
     ok = final < 0.05 * inst.L and not hit and via < 0.1 * inst.L
     return {"success": bool(ok), "final_err_rel": final / inst.L, "collided": hit, "via_err_rel": via / inst.L}
 
 
-def path_error(inst: Instance, P_pred: np.ndarray, M: int = 32) -> float:
-    """Normalised path error: mean pointwise distance of arc-length-resampled paths / L (positions only)."""
+def path_error(inst: Any, P_pred: np.ndarray, M: int = 32, Pt: np.ndarray | None = None) -> float:
+    """Normalised path error: mean pointwise distance of arc-length-resampled paths / L (positions only);
+    the reference is `Pt` (default: the pose simulator's true curve of `inst`)."""
     I3 = np.repeat(np.eye(3)[None], len(P_pred), 0)
-    Pt = true_path(inst)
+    Pt = true_path(inst) if Pt is None else Pt
     a, _, _ = arc_length_resample(P_pred, I3, M, inst.L)
     b, _, _ = arc_length_resample(Pt, np.repeat(np.eye(3)[None], len(Pt), 0), M, inst.L)
     return float(np.mean(np.linalg.norm(a - b, axis=1)) / inst.L)
@@ -284,13 +294,33 @@ def project(P: np.ndarray, s: np.ndarray, q: np.ndarray, s_min: float) -> float:
     return float(s[k] + t[k] * (s[k + 1] - s[k]))
 
 
-def run_path(inst: Instance, P: np.ndarray, Rs: np.ndarray, v_max: float, max_steps: int) -> np.ndarray:
+class KinematicPlant:
+    """The pose simulator's end effector: p <- p + dp, R <- exp(clip(log(R_t R^T), 0.1)) R (no bounds)."""
+
+    def __init__(self, inst: Any):
+        self.p, self.R = inst.p0.copy(), inst.Rc.copy()
+
+    @property
+    def pose(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.p.copy(), self.R.copy()
+
+    def step(self, dp: np.ndarray, R_target: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        self.p = self.p + dp
+        if R_target is not None:
+            self.R = exp_so3(_clip(log_so3(R_target @ self.R.T), 0.1)) @ self.R
+        return self.pose
+
+
+def run_path(inst: Any, P: np.ndarray, Rs: np.ndarray, v_max: float, max_steps: int,
+             plant: Any = None) -> np.ndarray:
     """Projection controller (spec e.1): project the pose onto the path -> s*, target
-    Gamma(min(1, s* + v_max / L_path)), clipped delta action. Returns the executed positions."""
+    Gamma(min(1, s* + v_max / L_path)), clipped delta action. Returns the executed positions.
+    `plant` executes the actions (default: the pose simulator's kinematics)."""
+    plant = KinematicPlant(inst) if plant is None else plant
     seg = np.linalg.norm(np.diff(P, axis=0), axis=1)
     Lp = max(float(seg.sum()), 1e-9)
     s = np.concatenate([[0.0], np.cumsum(seg)]) / Lp
-    p, R = inst.p0.copy(), inst.Rc.copy()
+    p, R = plant.pose
     out = [p.copy()]
     s_prev = 0.0
     for _ in range(max_steps):
@@ -301,23 +331,30 @@ def run_path(inst: Instance, P: np.ndarray, Rs: np.ndarray, v_max: float, max_st
         a = 0.0 if s[k + 1] == s[k] else (st - s[k]) / (s[k + 1] - s[k])
         tgt = P[k] + a * (P[k + 1] - P[k])
         Rt = Rs[k] @ exp_so3(a * log_so3(Rs[k].T @ Rs[k + 1]))
-        p = p + _clip(tgt - p, v_max)
-        R = exp_so3(_clip(log_so3(Rt @ R.T), 0.1)) @ R
+        p, R = plant.step(_clip(tgt - p, v_max), Rt)
         out.append(p.copy())
         if st >= 1.0 and np.linalg.norm(P[-1] - p) < 1e-3 * inst.L:
             break
     return np.array(out)
 
 
-def run_timed(inst: Instance, P: np.ndarray, T_demo: float, v_max: float, max_steps: int) -> np.ndarray:
-    """Time-indexed tracking: waypoint at normalised time min(1, t / T_demo), clipped delta action."""
+def run_timed(inst: Any, P: np.ndarray, T_demo: float, v_max: float, max_steps: int,
+              plant: Any = None, Rs: np.ndarray | None = None) -> np.ndarray:
+    """Time-indexed tracking: waypoint at normalised time min(1, t / T_demo), clipped delta action
+    (with `Rs`, the orientation at that time is the rotation target; the pose simulator tracks position only)."""
+    plant = KinematicPlant(inst) if plant is None else plant
     u = np.linspace(0, 1, len(P))
-    p = inst.p0.copy()
+    p, _ = plant.pose
     out = [p.copy()]
     for t in range(1, max_steps + 1):
         x = min(1.0, t / T_demo)
         tgt = np.array([np.interp(x, u, P[:, c]) for c in range(3)])
-        p = p + _clip(tgt - p, v_max)
+        Rt = None
+        if Rs is not None:
+            j = min(int(x * (len(P) - 1)), len(P) - 2)
+            f = x * (len(P) - 1) - j
+            Rt = Rs[j] @ exp_so3(f * log_so3(Rs[j].T @ Rs[j + 1]))
+        p, _ = plant.step(_clip(tgt - p, v_max), Rt)
         out.append(p.copy())
         if x >= 1.0 and np.linalg.norm(P[-1] - p) < 1e-3 * inst.L:
             break
@@ -325,10 +362,19 @@ def run_timed(inst: Instance, P: np.ndarray, T_demo: float, v_max: float, max_st
 
 
 # --------------------------------------------------------------------------------- representations
-def _ridge(X: np.ndarray, Y: np.ndarray) -> Any:
+def _ridge(X: np.ndarray, Y: np.ndarray, standardize: bool = False) -> Any:
+    """RidgeCV (efficient LOO over the demos); `standardize`: z-score the features first, so the penalty
+    does not depend on their units (world coordinates in metres are ~0.1 and get over-shrunk otherwise),
+    and choose the penalty per output (positions and rotations differ in scale and in noise)."""
     from sklearn.linear_model import RidgeCV
 
-    return RidgeCV(alphas=(1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0)).fit(X, Y)  # efficient LOO on the demos
+    r = RidgeCV(alphas=(1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0), alpha_per_target=standardize)
+    if standardize:
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
+
+        return make_pipeline(StandardScaler(), r).fit(X, Y)
+    return r.fit(X, Y)
 
 
 def abs_features(inst: Instance) -> np.ndarray:
@@ -367,15 +413,36 @@ class Factorised:
 METHODS = ("abs_time", "bc_mlp", "abs_arc", "canon_time", "gam_nores", "gam")
 
 
-def fit_methods(demos: list[tuple[Instance, np.ndarray, np.ndarray]], M: int, n_comp: int, seed: int) -> dict[str, Any]:
-    """Fit every representation of spec e.2 on the demos of one seed."""
+def bc_input(p: np.ndarray, inst: Any, t: int, T_demo: float, kind: str) -> np.ndarray:
+    """The closed-loop BC MLP's input from (state, goal, obstacle, t/T) (spec e.2): `world` = the raw world
+    coordinates; `relative` = the same quantities as offsets from the end effector (goal − p, obstacle − p),
+    with the phase t/T capped at 1 (the demos' hold at the goal, not an extrapolation in time)."""
+    if kind == "world":
+        return np.concatenate([p, inst.goal, inst.obstacle, [t / T_demo]])
+    if kind == "relative":
+        return np.concatenate([p, inst.goal - p, inst.obstacle - p, [min(1.0, t / T_demo)]])
+    raise ValueError(f"unknown BC input {kind!r}")
+
+
+def bc_features(fit: dict[str, Any], p: np.ndarray, inst: Any, t: int) -> np.ndarray:
+    return bc_input(p, inst, t, fit["T_demo"], fit.get("bc_input", "world"))
+
+
+def fit_methods(demos: list[tuple[Any, np.ndarray, np.ndarray]], M: int, n_comp: int, seed: int,
+                bc_kind: str = "world", bc_hidden: tuple[int, ...] = (64, 64),
+                actions: list[np.ndarray] | None = None, standardize: bool = False) -> dict[str, Any]:
+    """Fit every representation of spec e.2 on the demos of one seed.
+
+    `actions` (per demo, (N−1, ≥3) commanded Bridge actions): the BC MLP learns the commanded Δp; without
+    them it learns the reached Δp (the pose simulator, where both are the same). `standardize`: the absolute
+    methods' ridge z-scores its world features."""
     out: dict[str, Any] = {}
     Fa = np.stack([abs_features(i) for i, _, _ in demos])
     arc = [arc_length_resample(P, R, M, i.L)[:2] for i, P, R in demos]
     tim = [time_resample(P, R, M) for i, P, R in demos]
     flat = lambda pr: np.concatenate([pr[0], np.stack([log_so3(r) for r in pr[1]])], 1).ravel()  # noqa: E731
-    out["abs_time"] = _ridge(Fa, np.stack([flat(x) for x in tim]))
-    out["abs_arc"] = _ridge(Fa, np.stack([flat(x) for x in arc]))
+    out["abs_time"] = _ridge(Fa, np.stack([flat(x) for x in tim]), standardize)
+    out["abs_arc"] = _ridge(Fa, np.stack([flat(x) for x in arc]), standardize)
     lines_a: dict[int, list] = {}
     lines_t: dict[int, list] = {}
     feats: dict[int, list] = {}
@@ -392,16 +459,17 @@ def fit_methods(demos: list[tuple[Instance, np.ndarray, np.ndarray]], M: int, n_
 
     T_demo = float(np.mean([len(P) - 1 for _, P, _ in demos]))
     X, Y = [], []
-    for inst, P, _ in demos:
+    for j, (inst, P, _) in enumerate(demos):
         for t in range(len(P) - 1):
-            X.append(np.concatenate([P[t], inst.goal, inst.obstacle, [t / T_demo]]))
-            Y.append((P[t + 1] - P[t]) * 100)
+            X.append(bc_input(P[t], inst, t, T_demo, bc_kind))
+            Y.append((P[t + 1] - P[t] if actions is None else actions[j][t, :3]) * 100)
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    out["bc_mlp"] = make_pipeline(StandardScaler(), MLPRegressor(hidden_layer_sizes=(64, 64), max_iter=500,
+    out["bc_mlp"] = make_pipeline(StandardScaler(), MLPRegressor(hidden_layer_sizes=tuple(bc_hidden), max_iter=500,
                                                                  random_state=seed)).fit(np.array(X), np.array(Y))
     out["T_demo"] = T_demo
+    out["bc_input"] = bc_kind
     out["v_demo"] = float(np.mean([np.linalg.norm(np.diff(P, axis=0), axis=1).sum() / inst.L / (len(P) - 1)
                                    for inst, P, _ in demos]))
     return out
@@ -416,30 +484,43 @@ def predict_path(fit: dict[str, Any], method: str, inst: Instance, M: int) -> tu
     return from_world_line(xi, pc, Rc, L)
 
 
-def run_bc(fit: dict[str, Any], inst: Instance, v_max: float, max_steps: int) -> np.ndarray:
-    p = inst.p0.copy()
+def run_bc(fit: dict[str, Any], inst: Any, v_max: float, max_steps: int, plant: Any = None,
+           stop_after: int = 0) -> np.ndarray:
+    """Closed-loop BC. Ends at max_steps, within 1e-3 L of the goal, or (stop_after > 0) when the policy's own
+    commanded step has stayed below 0.1 v_max for stop_after steps (it has stopped, as its demos do)."""
+    plant = KinematicPlant(inst) if plant is None else plant
+    p, _ = plant.pose
     out = [p.copy()]
+    still = 0
     for t in range(max_steps):
-        x = np.concatenate([p, inst.goal, inst.obstacle, [t / fit["T_demo"]]])
-        p = p + _clip(fit["bc_mlp"].predict(x[None])[0] / 100, v_max)
+        x = bc_features(fit, p, inst, t)
+        dp = _clip(fit["bc_mlp"].predict(x[None])[0] / 100, v_max)
+        p, _ = plant.step(dp, None)
         out.append(p.copy())
+        still = still + 1 if float(np.linalg.norm(dp)) < 0.1 * v_max else 0
+        if stop_after and still >= stop_after:
+            break
         if np.linalg.norm(inst.goal - p) < 1e-3 * inst.L:
             break
     return np.array(out)
 
 
-def rollout(fit: dict[str, Any], method: str, inst: Instance, speed: float, M: int) -> tuple[np.ndarray, float]:
-    """Closed-loop execution of one method; returns (executed positions, normalised path error)."""
+def rollout(fit: dict[str, Any], method: str, inst: Any, speed: float, M: int, plant: Any = None,
+            Pt: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+    """Closed-loop execution of one method; returns (executed positions, normalised path error).
+
+    `plant` runs the actions (default: the pose simulator; `api.CoursePlant`: the shared tabletop simulator,
+    where the time-indexed methods also track the orientation); `Pt` is the reference path of the error."""
     v_max = speed * fit["v_demo"] * inst.L
     max_steps = int(math.ceil(3 * fit["T_demo"] / speed))
     if method == "bc_mlp":
-        P = run_bc(fit, inst, v_max, max_steps)
-        return P, path_error(inst, P, M)
+        P = run_bc(fit, inst, v_max, max_steps, plant, 3 if plant is not None else 0)
+        return P, path_error(inst, P, M, Pt)
     Pp, Rp = predict_path(fit, method, inst, M)
-    perr = path_error(inst, Pp, M)
+    perr = path_error(inst, Pp, M, Pt)
     if method in ("abs_time", "canon_time"):
-        return run_timed(inst, Pp, fit["T_demo"], v_max, max_steps), perr
-    return run_path(inst, Pp, Rp, v_max, max_steps), perr
+        return run_timed(inst, Pp, fit["T_demo"], v_max, max_steps, plant, Rp if plant is not None else None), perr
+    return run_path(inst, Pp, Rp, v_max, max_steps, plant), perr
 
 
 def conditions(p: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -450,8 +531,13 @@ def conditions(p: dict[str, Any]) -> dict[str, dict[str, Any]]:
             "nonaffine": {**tr, "offset": tuple(p["test_offset"])}}
 
 
-def run_seed(p: dict[str, Any], seed: int) -> dict[str, Any]:
-    """One seed: demos (n_demos per task), fit every method, closed-loop test on every condition."""
+def run_seed(p: dict[str, Any], seed: int, data: str | Path | None = None) -> dict[str, Any]:
+    """One seed: demos (n_demos per task), fit every method, closed-loop test on every condition.
+    `p["world"]`: `tabletop` (the shared simulator's obstacle course, recorded demos; read from the extracted
+    dataset `data` when given) or `pose` (the state-only pose simulator of this module, demos drawn from the
+    task curve)."""
+    if p.get("world", "pose") == "tabletop":
+        return run_seed_tabletop(p, seed, data)
     conds = conditions(p)
     rng = stream(seed, "gam", "demos")
     demos = []
@@ -481,4 +567,121 @@ def run_seed(p: dict[str, Any], seed: int) -> dict[str, Any]:
     res["example"] = {"true": true_path(inst, 60)[:, :2].tolist(), "obstacle": inst.obstacle[:2].tolist(),
                       "radius": OBST_R * inst.L, "via": inst.via[:2].tolist(),
                       "paths": {m: rollout(fit, m, inst, 1.0, p["M"])[0][:, :2].tolist() for m in p["methods"]}}
+    return res
+
+
+# ------------------------------------------------------------------- the shared tabletop simulator
+# (robotics' obstacle course, reached only through paperflow.robotics.api)
+def tabletop_conditions(p: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Spec e.3's conditions inside the simulator's workspace. Training: yaw ∈ [−0.4, 0.4], scale ∈ [0.8, 1.2],
+    start in a box near the robot; pose: yaw ∈ [1.0, 2.2], scale ∈ [1.5, 2.5], start anywhere it fits."""
+    tr = {"yaw": (-0.4, 0.4), "scale": (0.8, 1.2), "start": ((0.12, -0.05), (0.20, 0.10)),
+          "offset": tuple(p["train_offset"]), "speed": 1.0}
+    return {"train_like": tr, "speed_0.5x": {**tr, "speed": 0.5}, "speed_2x": {**tr, "speed": 2.0},
+            "pose": {**tr, "yaw": (1.0, 2.2), "scale": (1.5, 2.5), "start": ((0.10, -0.15), (0.45, 0.25))},
+            "nonaffine": {**tr, "offset": tuple(p["test_offset"])}}
+
+
+def tabletop_records(p: dict[str, Any], seed: int) -> list[tuple[Any, dict[str, Any]]]:
+    """n_demos recorded expert demonstrations per task of one seed: (scene, the simulator's recording)."""
+    from paperflow.robotics import api
+
+    cond = tabletop_conditions(p)["train_like"]
+    rng = stream(seed, "gam", "tabletop", "demos")
+    out = []
+    for task in range(p["n_tasks"]):
+        for _ in range(p["n_demos"]):
+            sc = api.course_sample_scene(rng, task, cond, p["L0"])
+            out.append((sc, api.course_record_demo(sc, rng, (0.8, 1.25), p["expert_noise"])))
+    return out
+
+
+def tabletop_demos(p: dict[str, Any], seed: int) -> list[tuple[Any, np.ndarray, np.ndarray, np.ndarray]]:
+    """The recorded demos of one seed in memory: (scene, positions, rotations, commanded actions)."""
+    return [(sc, r["positions"], r["rotations"], r["action"]) for sc, r in tabletop_records(p, seed)]
+
+
+def session_key(seed: int, task: int) -> str:
+    return f"seed{seed}_task{task}"
+
+
+def tabletop_sessions(p: dict[str, Any], seeds: list[int]) -> dict[str, list[tuple[Any, dict[str, Any]]]]:
+    """Every seed's demos grouped into one raw-tree session per (seed, task), in recording order."""
+    out: dict[str, list] = {}
+    for seed in seeds:
+        for sc, rec in tabletop_records(p, seed):
+            out.setdefault(session_key(seed, sc.task), []).append((sc, rec))
+    return out
+
+
+def load_tabletop_demos(mv_dir: str | Path, seed: int) -> list[tuple[Any, np.ndarray, np.ndarray, np.ndarray]]:
+    """One seed's demos read back from the extracted dataset (every split: all are demonstrations; the test
+    scenes are drawn in closed loop): state -> positions and rotations, action_raw -> commanded actions, the
+    scene geometry from `scenes.json` (the perception of the tiny profile). Ordered by (task, index)."""
+    import json
+
+    from paperflow.robotics import api
+
+    index = json.loads((Path(mv_dir) / "scenes.json").read_text())
+    rows = []
+    for split in ("train", "val", "test"):
+        ds = api.load_split(mv_dir, split)
+        for i in range(len(ds)):
+            ep = ds[i]
+            meta = index[str(ep["source_rel_path"])]
+            sc = api.course_scene_from_json(meta["scene"])
+            if meta["session"] != session_key(seed, sc.task):
+                continue
+            S = np.asarray(ep["state"], np.float64)
+            rows.append(((sc.task, int(meta["index"])), (sc, S[:, :3].copy(),
+                                                         np.stack([api.course_rpy_to_R(x[3:6]) for x in S]),
+                                                         np.asarray(ep["action_raw"], np.float64))))
+    if not rows:
+        raise ValueError(f"{mv_dir}: no demonstrations of seed {seed}")
+    return [r for _, r in sorted(rows, key=lambda t: t[0])]
+
+
+def fit_tabletop(p: dict[str, Any], demos: list[tuple[Any, np.ndarray, np.ndarray, np.ndarray]], seed: int) -> dict[str, Any]:
+    return fit_methods([d[:3] for d in demos], p["M"], p["n_components"], seed, p["bc_input"], tuple(p["bc_hidden"]),
+                       actions=[d[3] for d in demos], standardize=True)
+
+
+def tabletop_rows(fit: dict[str, Any], methods: list[str], scenes: list[Any], speed: float, M: int) -> dict[str, Any]:
+    """Closed-loop results of every method on the given scenes (the lists run_seed writes)."""
+    from paperflow.robotics import api
+
+    refs = [api.course_reference_path(sc) for sc in scenes]
+    keys = ("success", "path_err", "final_err_rel", "steps", "collided", "via_err_rel", "abs_d")
+    per: dict[str, Any] = {}
+    for m in methods:
+        rows = []
+        for sc, Pt in zip(scenes, refs):
+            P, perr = rollout(fit, m, sc, speed, M, api.CoursePlant(sc), Pt)
+            rows.append({**outcome(sc, P), "path_err": perr, "steps": len(P) - 1, "abs_d": abs(sc.d)})
+        per[m] = {k: [r[k] for r in rows] for k in keys}
+    return per
+
+
+def run_seed_tabletop(p: dict[str, Any], seed: int, data: str | Path | None = None) -> dict[str, Any]:
+    """run_seed in the shared simulator: the seed's recorded demos (read from the extracted dataset `data`,
+    else recorded in memory), every method fitted, closed loop through the simulator's blocking step."""
+    from paperflow.robotics import api
+
+    conds = tabletop_conditions(p)
+    demos = load_tabletop_demos(data, seed) if data is not None else tabletop_demos(p, seed)
+    fit = fit_tabletop(p, demos, seed)
+    res: dict[str, Any] = {"seed": seed, "T_demo": fit["T_demo"], "world": "tabletop", "conditions": {},
+                           "demo_lengths": [len(d[1]) - 1 for d in demos],
+                           "demos_from": "extracted dataset" if data is not None else "memory"}
+    for cname, cond in conds.items():
+        trng = stream(seed, "gam", "tabletop", "test", cname)
+        scenes = [api.course_sample_scene(trng, int(trng.integers(p["n_tasks"])), cond, p["L0"])
+                  for _ in range(p["n_test"])]
+        res["conditions"][cname] = tabletop_rows(fit, p["methods"], scenes, cond["speed"], p["M"])
+    sc = api.course_sample_scene(stream(seed, "gam", "tabletop", "example"), 0, conds["pose"], p["L0"])
+    ref = api.course_reference_path(sc)
+    res["example"] = {"true": ref[:, :2].tolist(), "obstacle": sc.obstacle[:2].tolist(),
+                      "radius": sc.obst_r, "via": sc.via[:2].tolist(),
+                      "paths": {m: rollout(fit, m, sc, 1.0, p["M"], api.CoursePlant(sc), ref)[0][:, :2].tolist()
+                                for m in p["methods"]}}
     return res

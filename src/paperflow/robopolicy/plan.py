@@ -88,11 +88,43 @@ def lara_report_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
             "claims": dict(cfg["claims"]["lara"])}
 
 
+GAM_WORLD_ONLY = {"tabletop": ("expert_noise", "L0", "bc_input", "bc_hidden"), "pose": ("demo_noise", "demo_steps")}
+
+
 def gam_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """gam-run's parameters: the GAM section without `enabled`/`seeds` and without the other world's keys."""
     g = dict(cfg["gam"])
     g.pop("enabled")
     g.pop("seeds")
+    world = g.get("world", "tabletop")
+    for other, keys in GAM_WORLD_ONLY.items():
+        if other != world:
+            for k in keys:
+                g.pop(k, None)
     return g
+
+
+def gam_tabletop(cfg: Mapping[str, Any]) -> bool:
+    return gam_on(cfg) and cfg["gam"].get("world", "tabletop") == "tabletop"
+
+
+# the extractor's settings for the course demos: the fixed camera only, small frames (GAM reads the states)
+GAM_EXTRACT = {"image_size": 16, "resize_mode": "squash", "require_views": [0], "keep_single_view": False,
+               "drop_first_step": False, "min_frames": 2, "depth": 5, "extra_depths": [], "split_cuts": [0.8, 0.9]}
+
+
+def gam_data_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """gam-data: the demo-recording parameters of gam-run, every seed, and the extractor's settings."""
+    return gam_params(cfg) | {"seeds": gam_seeds(cfg), "extract": dict(GAM_EXTRACT)}
+
+
+def gam_data_dir(data_dir: str) -> str:
+    return f"{data_dir}/gam_mv"
+
+
+def gam_run_inputs(cfg: Mapping[str, Any], data_dir: str) -> dict[str, str]:
+    """gam-run reads the extracted demos in the tabletop world; the pose world draws its own."""
+    return {"data": gam_data_dir(data_dir)} if gam_tabletop(cfg) else {}
 
 
 def gam_report_params(cfg: Mapping[str, Any]) -> dict[str, Any]:

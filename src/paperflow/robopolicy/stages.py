@@ -269,17 +269,36 @@ def lara_report(params: dict[str, Any], *, data: Path, metrics: list[Path], outd
     report.lara_report(dict(params), str(data), [str(m) for m in metrics], Path(outdir))
 
 
+@stage("gam-data", plan=plan.gam_data_params)
+def gam_data(params: dict[str, Any], *, out: Path) -> dict[str, Any]:
+    """GAM (tabletop world): every seed's recorded course demos -> Bridge raw tree -> extracted dataset."""
+    from paperflow.core.io import Stage, atomic_path
+    from paperflow.robopolicy import gam
+    from paperflow.robotics.api import simulate_course_dataset
+
+    out = Path(out)
+    with Stage("robopolicy.gam_data", config=dict(params), outputs=[out]) as st:
+        with atomic_path(out) as tmp:
+            sessions = gam.tabletop_sessions(dict(params), list(params["seeds"]))
+            res = simulate_course_dataset(tmp, sessions, params["extract"])
+        st.metrics.update(episodes=res["episodes"], kept=res["manifest"]["kept"],
+                          expert_success=sum(bool(r["success"]) for v in sessions.values() for _, r in v))
+    return st.metrics
+
+
 @stage("gam-run", plan=plan.gam_params)
-def gam_run(params: dict[str, Any], *, seed: int, out: Path) -> dict[str, Any]:
-    """GAM [reconstruction]: demos, fit every representation, closed-loop test for one seed."""
+def gam_run(params: dict[str, Any], *, seed: int, out: Path, data: Path | None = None) -> dict[str, Any]:
+    """GAM [reconstruction]: demos (tabletop world: read from --data, gam-data's extracted dataset), fit every
+    representation, closed-loop test for one seed."""
     import warnings
 
     from paperflow.core.io import Stage, write_json
     from paperflow.robopolicy import gam
 
     warnings.filterwarnings("ignore", category=UserWarning)
-    with Stage("robopolicy.gam_run", config=dict(params), outputs=[out], seed=seed) as st:
-        res = gam.run_seed(dict(params), seed)
+    with Stage("robopolicy.gam_run", config=dict(params), outputs=[out], seed=seed,
+               inputs=[data] if data else []) as st:
+        res = gam.run_seed(dict(params), seed, data)
         write_json(out, res)
         st.metrics["success"] = {c: {m: sum(v["success"]) / len(v["success"]) for m, v in per.items()}
                                  for c, per in res["conditions"].items()}

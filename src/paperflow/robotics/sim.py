@@ -165,6 +165,8 @@ class Task:
 
     def task_id(self, objs: list[Obj], plates: list[Plate]) -> str:
         o = objs[self.obj]
+        if self.template == "carry":
+            return f"carry:{o.color}:{o.shape}:{plates[self.plate].color}"
         if self.template == "put":
             return f"put:{o.color}:{o.shape}:{plates[self.plate].color}"
         if self.template == "push":
@@ -173,6 +175,8 @@ class Task:
 
     def instruction(self, objs: list[Obj], plates: list[Plate]) -> str:
         o = objs[self.obj]
+        if self.template == "carry":
+            return f"carry the {o.color} {o.shape} over the obstacle to the {plates[self.plate].color} plate"
         if self.template == "put":
             return f"put the {o.color} {o.shape} on the {plates[self.plate].color} plate"
         if self.template == "push":
@@ -216,6 +220,22 @@ class World:
         self.kappa = float(rng.uniform(0.7, 1.0))
         self.t = 0
         self.start_obj = self.objs[self.task.obj].pos.copy()
+
+    @classmethod
+    def from_parts(cls, cfg: SimConfig, rng: np.random.Generator, objs: list[Obj], plates: list[Plate], task: Task,
+                   p: np.ndarray, rpy: np.ndarray, w: float, kappa: float = 1.0) -> "World":
+        """A world with a given scene (no random layout drawn): objects, plates, task and EEF pose.
+        Used by scenes that place their objects themselves (the GAM obstacle course, `course.py`)."""
+        self = cls.__new__(cls)
+        self.cfg, self.rng = cfg, rng
+        self.objs, self.plates, self.task = objs, plates, task
+        self.p = np.asarray(p, np.float64).copy()
+        self.rpy = np.asarray(rpy, np.float64).copy()
+        self.w = float(w)
+        self.kappa = float(kappa)
+        self.t = 0
+        self.start_obj = objs[task.obj].pos.copy()
+        return self
 
     def _sample_task(self) -> Task:
         tmpl = str(self.rng.choice(list(self.cfg.templates)))
@@ -305,6 +325,9 @@ class World:
         if tk.template == "push":
             dy = o.pos[1] - self.start_obj[1]
             return dy > 0.05 if tk.direction == "left" else dy < -0.05
+        if tk.template == "carry":  # the carried object is over the goal plate, still held
+            pl = self.plates[tk.plate]
+            return o.held and np.linalg.norm(o.pos[:2] - pl.pos) < pl.radius
         return o.held and o.pos[2] > 0.05
 
     def snapshot(self) -> dict[str, Any]:

@@ -36,7 +36,8 @@ from paperflow.core.seeding import stream
 from paperflow.robotics.sim import SLOT_TOPICS, Expert, Renderer, SimConfig, World, Distractors, make_camera, \
     session_cameras
 
-TEMPLATE_FOLDERS = {"put": "put_object_on_plate", "push": "push_object_sideways", "lift": "lift_object"}
+TEMPLATE_FOLDERS = {"put": "put_object_on_plate", "push": "push_object_sideways", "lift": "lift_object",
+                    "carry": "carry_over_obstacle"}  # carry: the GAM obstacle course (course.py)
 
 
 def _transform(state: np.ndarray) -> np.ndarray:
