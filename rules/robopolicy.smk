@@ -27,6 +27,7 @@ rule robopolicy_data:
         "logs/robopolicy/data.log",
     benchmark:
         "benchmarks/robopolicy/data.tsv"
+    priority: robopolicy_plan.job_priority("data")
     threads: 1
     resources:
         **stage_resources("robopolicy", "data", mem_mb=3000, runtime=30),
@@ -47,6 +48,7 @@ rule robopolicy_lam_pretrain:
         "logs/robopolicy/lam_pretrain/seed{rpseed}.log",
     benchmark:
         "benchmarks/robopolicy/lam_pretrain/seed{rpseed}.tsv"
+    priority: robopolicy_plan.job_priority("lam_pretrain")
     threads: 1
     resources:
         **stage_resources("robopolicy", "lam_pretrain", mem_mb=3000, runtime=30),
@@ -76,6 +78,7 @@ if robopolicy_plan.jobs_per_seed(config["robopolicy"]):
             "logs/robopolicy/lara_seed/seed{rpseed}.log",
         benchmark:
             "benchmarks/robopolicy/lara_seed/seed{rpseed}.tsv"
+        priority: robopolicy_plan.job_priority("lara_seed")
         threads: 1
         resources:
             **stage_resources("robopolicy", "lara_seed", mem_mb=3000, runtime=120),
@@ -99,6 +102,7 @@ else:
             "logs/robopolicy/train/{rpvariant}-seed{rpseed}.log",
         benchmark:
             "benchmarks/robopolicy/train/{rpvariant}-seed{rpseed}.tsv"
+        priority: robopolicy_plan.job_priority("train")
         threads: 1
         resources:
             **stage_resources("robopolicy", "train", mem_mb=3000, runtime=60),
@@ -123,6 +127,7 @@ else:
             "logs/robopolicy/evaluate/{rpvariant}-seed{rpseed}.log",
         benchmark:
             "benchmarks/robopolicy/evaluate/{rpvariant}-seed{rpseed}.tsv"
+        priority: robopolicy_plan.job_priority("evaluate")
         threads: 1
         resources:
             **stage_resources("robopolicy", "evaluate", mem_mb=3000, runtime=30),

@@ -184,3 +184,10 @@ def test_gam_data_roundtrip_through_the_bridge_extractor(tmp_path):
             assert np.allclose(sb.goal, sm.goal) and np.allclose(sb.obstacle, sm.obstacle) and sb.task == sm.task
     with pytest.raises(ValueError):
         gam.load_tabletop_demos(tmp_path / "mv", 7)
+
+
+def test_job_priority_starts_the_lara_chain_first():
+    from paperflow.robopolicy import plan
+
+    p = plan.job_priority
+    assert p("data") > p("lam_pretrain") > p("lara_seed") >= p("evaluate") > p("gam_run") == p("gam_data") == 0

@@ -61,6 +61,7 @@ class SimConfig:
     n_objects: tuple[int, int] = (2, 4)  # objects per scene, drawn uniformly in [lo, hi]
     grasp_xy: float = 0.025  # a closing gripper grasps an object whose centre is this close in xy (m)
     grasp_z: float = 0.02  # ... and whose top is this close to the EEF height (m)
+    obj_region: tuple[tuple[float, float], tuple[float, float]] | None = None  # objects' xy box (None: the table box)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SimConfig":
@@ -74,6 +75,8 @@ class SimConfig:
         for k in ("colors", "templates", "n_objects"):
             if k in d:
                 d[k] = tuple(d[k])
+        if d.get("obj_region") is not None:
+            d["obj_region"] = tuple(tuple(float(v) for v in c) for c in d["obj_region"])
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
 
@@ -199,8 +202,9 @@ class World:
         n_obj = int(rng.integers(cfg.n_objects[0], cfg.n_objects[1] + 1))
         cols = list(rng.permutation(list(cfg.colors)))
         self.objs: list[Obj] = []
+        lo, hi = cfg.obj_region if cfg.obj_region is not None else ((0.14, -0.10), (0.40, 0.20))
         while len(self.objs) < n_obj:
-            xy = rng.uniform([0.14, -0.10], [0.40, 0.20])
+            xy = rng.uniform(lo, hi)
             if any(np.linalg.norm(xy - o.pos[:2]) < 0.07 for o in self.objs):
                 continue
             size = float(rng.uniform(0.03, 0.045))
