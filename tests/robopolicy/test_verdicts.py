@@ -76,6 +76,11 @@ def test_verdict_lara_lam_refinement():
     chance = ([1.0, 0.99, 1.01], [0.6, 0.6, 0.6])  # the S1 LAM at chance: nothing to refine
     c = find(lara_claims(lara_agg(GOOD, probe=chance), CFG["lara"]), "Joint training refines")
     assert c.verdict == NOT_TESTABLE and "chance" in c.reason
+    worse = ([1.05, 1.06, 1.065], [1.09, 1.10, 1.10])  # S1 NMSE beyond chance (above 1 + margin): still no information
+    c = find(lara_claims(lara_agg(GOOD, probe=worse), CFG["lara"]), "Joint training refines")
+    assert c.verdict == NOT_TESTABLE and "beyond" in c.reason
+    near = ([0.90, 0.91, 0.92], [0.93, 0.94, 0.95])  # S1 just informative (0.91 < 0.95): judged
+    assert find(lara_claims(lara_agg(GOOD, probe=near), CFG["lara"]), "Joint training refines").verdict != NOT_TESTABLE
 
 
 def test_verdict_lara_frozen_unchanged_and_protocol():

@@ -116,3 +116,21 @@ def test_world_knobs_n_objects_and_grasp_tolerance():
         w.step(np.array([0, 0, 0, 0, 0, 0, 0.0]), blocking=True)
         grasped[name] = o.held
     assert grasped == {"default": False, "wide": True}
+
+
+def test_world_knob_obj_region():
+    """sim obj_region: the default (None) draws exactly the old scenes; a box keeps every object inside it;
+    a box too small for the requested objects fails loudly instead of looping."""
+    base = SimConfig(width=32, height=24, views=(0,))
+    same = SimConfig.from_dict({"obj_region": [[0.14, -0.10], [0.40, 0.20]]})
+    for i in range(10):
+        a, b = World(base, stream(0, "w", i)), World(same, stream(0, "w", i))
+        assert [o.pos.tolist() for o in a.objs] == [o.pos.tolist() for o in b.objs]
+    box = SimConfig.from_dict({"n_objects": [1, 1], "obj_region": [[0.245, 0.025], [0.295, 0.075]]})
+    assert box.obj_region == ((0.245, 0.025), (0.295, 0.075))
+    for i in range(30):
+        o = World(box, stream(0, "w", i)).objs[0]
+        assert 0.245 <= o.pos[0] <= 0.295 and 0.025 <= o.pos[1] <= 0.075
+    tight = SimConfig.from_dict({"n_objects": [3, 3], "obj_region": [[0.25, 0.03], [0.27, 0.05]]})
+    with pytest.raises(ValueError, match="cannot place"):
+        World(tight, stream(0, "w", 0))

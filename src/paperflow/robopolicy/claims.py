@@ -86,7 +86,10 @@ def judge_drop(control: tuple[int, int], shifted: tuple[int, int], cfg: Mapping[
 
 def judge_paired(a: Sequence[float], b: Sequence[float], cfg: Mapping[str, Any], what: str,
                  chance_of: Sequence[float] | None = None) -> tuple[Estimate, Verdict]:
-    """mean(a − b) over seeds (t CI). `chance_of`: values that, at `chance` ± `margin`, make it untestable."""
+    """mean(a − b) over seeds (t CI). `chance_of`: control values (a probe NMSE, whose chance level is the
+    uninformative ceiling) that make it untestable at `chance` ± `margin` *or beyond chance* (an NMSE above 1
+    carries no action information either; added 7 December 2026 after a run with S1 NMSE 1.058 had been
+    judged "inconclusive")."""
     a_, b_ = np.asarray(list(a), float), np.asarray(list(b), float)
     if a_.size == 0 or a_.size != b_.size or not (np.isfinite(a_).all() and np.isfinite(b_).all()):
         return Estimate(float("nan"), n=int(a_.size)), Verdict(NOT_TESTABLE, f"{what}: undefined in some seed")
@@ -94,8 +97,9 @@ def judge_paired(a: Sequence[float], b: Sequence[float], cfg: Mapping[str, Any],
     untestable = None
     if chance_of is not None and "chance" in cfg:
         base = float(np.mean(chance_of))
-        if at_floor(base, float(cfg["chance"]), float(cfg.get("margin", 0.0))):
-            untestable = f"control at chance ({base:.3f} within {cfg.get('margin', 0.0)} of {cfg['chance']})"
+        ch, mg = float(cfg["chance"]), float(cfg.get("margin", 0.0))
+        if at_floor(base, ch, mg) or base > ch:
+            untestable = f"control at chance ({base:.3f} within {mg} of {ch} or beyond it)"
     return eff, judge(eff, Thresholds.from_config(cfg), untestable=untestable, what=what)
 
 

@@ -203,7 +203,11 @@ class World:
         cols = list(rng.permutation(list(cfg.colors)))
         self.objs: list[Obj] = []
         lo, hi = cfg.obj_region if cfg.obj_region is not None else ((0.14, -0.10), (0.40, 0.20))
+        tries = 0
         while len(self.objs) < n_obj:
+            tries += 1
+            if tries > 10_000:
+                raise ValueError(f"cannot place {n_obj} objects 7 cm apart in the box {lo}-{hi} (SimConfig.obj_region)")
             xy = rng.uniform(lo, hi)
             if any(np.linalg.norm(xy - o.pos[:2]) < 0.07 for o in self.objs):
                 continue
