@@ -243,11 +243,13 @@ class TinyVLA(nn.Module):
         return loss, hidden[self.align_index][:, -1]
 
     @torch.no_grad()
-    def sample(self, b: dict[str, torch.Tensor], n_steps: int = 4, gen: torch.Generator | None = None) -> torch.Tensor:
+    def sample(self, b: dict[str, torch.Tensor], n_steps: int = 4, gen: torch.Generator | None = None,
+               noise: torch.Tensor | None = None) -> torch.Tensor:
+        """Euler integration of the flow from `noise` (default: drawn from `gen`), (B, H, 7)."""
         if self.head != "flow":
             return self(b)[0]
         B = b["state"].shape[0]
-        x = torch.randn((B, self.H, 7), generator=gen)
+        x = torch.randn((B, self.H, 7), generator=gen) if noise is None else noise
         for k in range(n_steps):  # Euler from t = 0 (noise) to t = 1 (actions)
             t = torch.full((B,), k / n_steps)
             x = x + self(b, x, t)[0] / n_steps
@@ -523,6 +525,28 @@ class VLAPolicy:
              "bow": torch.from_numpy(self.bow[None])}
         chunk = self.vla.sample(b, self.euler, self.gen)[0].numpy()
         return self.unnormalize(chunk[self.k].astype(np.float64))
+
+    # ---- batched closed loop (robotics `evaluate` runs a seed's episodes in lockstep with these) ----
+    def reset_batch(self, instructions: list[str]) -> None:
+        """One episode per instruction; each gets its own noise generator seeded as `reset` seeds one."""
+        self.bows = [bag_of_words(i) for i in instructions]
+        self.gens = [torch.Generator().manual_seed(self.seed) for _ in instructions]
+
+    @torch.no_grad()
+    def act_batch(self, obs: list[dict[str, Any]], idx: list[int]) -> list[np.ndarray]:
+        """Actions for the episodes `idx` (still running) from their observations: one model call; each
+        episode's flow noise from its own generator (the draws `act` would make episode by episode)."""
+        if not obs:
+            return []
+        img = np.stack([np.array(resize(o["images"][0], self.S, self.mode), copy=True) for o in obs])
+        st = np.stack([((o["state"] - self.smean) / self.sstd).astype(np.float32) for o in obs])
+        b = {"image": torch.from_numpy(img), "state": torch.from_numpy(st),
+             "bow": torch.from_numpy(np.stack([self.bows[i] for i in idx]))}
+        noise = None
+        if self.vla.head == "flow":
+            noise = torch.cat([torch.randn((1, self.vla.H, 7), generator=self.gens[i]) for i in idx])
+        chunks = self.vla.sample(b, self.euler, None, noise).numpy()
+        return [self.unnormalize(c[self.k].astype(np.float64)) for c in chunks]
 
 
 class RandomPolicy:

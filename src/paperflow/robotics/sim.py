@@ -628,13 +628,24 @@ def task_list(cfg: SimConfig, n: int, seed: int) -> list[str]:
 
 def evaluate(policy: Policy, cfg: SimConfig | dict, n_episodes_per_task: int, max_steps: int, seeds: list[int],
              tasks: list[str] | None = None) -> dict[str, Any]:
-    """Closed-loop success rate. Evaluation episode seeds are offset by 10**6 from data-generation ones."""
+    """Closed-loop success rate. Evaluation episode seeds are offset by 10**6 from data-generation ones.
+
+    A policy with `reset_batch(instructions)` and `act_batch(observations) -> actions` (a `BatchPolicy`)
+    runs all episodes of a seed in lockstep, one environment each (the same episode seeds, so the same
+    scenes; one batched model call per step instead of one per episode); other policies run episode by
+    episode."""
     cfg = cfg if isinstance(cfg, SimConfig) else SimConfig.from_dict(cfg)
     cfg = SimConfig(**{**cfg.__dict__, "max_steps": max_steps})
     tasks = tasks or task_list(cfg, 3, 10**6 + 1)
     per_task: dict[str, list[bool]] = {t: [] for t in tasks}
     steps = []
+    batched = hasattr(policy, "act_batch") and hasattr(policy, "reset_batch") and not hasattr(policy, "bind")
     for seed in seeds:
+        if batched:
+            for task, ok, t in _run_batched(policy, cfg, seed, tasks, n_episodes_per_task):
+                per_task[task].append(ok)
+                steps.append(t)
+            continue
         env = TabletopSim(cfg, 10**6 + seed)
         if hasattr(policy, "bind"):  # privileged policies (the scripted expert) read the world
             policy.bind(env)
@@ -650,6 +661,32 @@ def evaluate(policy: Policy, cfg: SimConfig | dict, n_episodes_per_task: int, ma
     allv = [s for v in per_task.values() for s in v]
     return {"success_rate": float(np.mean(allv)), "per_task": {k: float(np.mean(v)) for k, v in per_task.items()},
             "mean_steps": float(np.mean(steps))}
+
+
+def _run_batched(policy: Any, cfg: SimConfig, seed: int, tasks: list[str],
+                 n_episodes_per_task: int) -> list[tuple[str, bool, int]]:
+    """Every (task, episode) of one evaluation seed in lockstep; (task, success, steps) in episode order."""
+    env0 = TabletopSim(cfg, 10**6 + seed)
+    keys = [(ti, task, e) for ti, task in enumerate(tasks) for e in range(n_episodes_per_task)]
+    envs, obs = [], []
+    for ti, task, e in keys:
+        env = TabletopSim(cfg, 10**6 + seed, cameras=env0.cameras)  # the seed's cameras, as one env would have
+        obs.append(env.reset(task_id=task, episode_seed=ti * 10**4 + e))
+        envs.append(env)
+    policy.reset_batch([o["instruction"] for o in obs])
+    result: list[dict[str, Any] | None] = [None] * len(envs)
+    active = list(range(len(envs)))
+    while active:
+        acts = policy.act_batch([obs[i] for i in active], active)
+        still = []
+        for i, a in zip(active, acts):
+            obs[i], info = envs[i].step(a)
+            if info["done"]:
+                result[i] = info
+            else:
+                still.append(i)
+        active = still
+    return [(task, bool(r["success"]), int(r["t"])) for (_, task, _), r in zip(keys, result)]  # type: ignore[index]
 
 
 class ExpertPolicy:
