@@ -13,7 +13,6 @@ via-point above it) is a pure-kinematics SE(3) end effector stepped with clipped
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -166,29 +165,10 @@ def from_world_line(xi: np.ndarray, pc: np.ndarray, Rc: np.ndarray, L: float) ->
 
 
 # ----------------------------------------------------------------------------------- the task
-@dataclass
-class Instance:
-    task: int
-    p0: np.ndarray
-    goal: np.ndarray
-    yaw: float
-    L: float
-    a: float  # obstacle position along the start->goal axis (canonical)
-    d: float  # obstacle lateral offset (canonical) -> non-affine path change
-    obstacle: np.ndarray  # world centre of its base
-    via: np.ndarray  # world via-point above the obstacle
-
-    @property
-    def Rc(self) -> np.ndarray:
-        return rot_z(self.yaw)
-
-    @property
-    def obst_r(self) -> float:
-        return OBST_R * self.L
-
-    @property
-    def obst_h(self) -> float:
-        return OBST_H * self.L
+# An instance of the task is a `robotics.api.CourseScene` (task, start, goal, yaw, L, obstacle offsets a and d,
+# obstacle base, via-point; its obstacle radius and height as fractions of L): the tabletop world's scenes and
+# the pose world's instances are the same record.
+Instance = Any
 
 
 OBST_H, OBST_R, CLEAR = 0.15, 0.08, 0.10  # canonical units (x L)
@@ -223,7 +203,9 @@ def sample_instance(rng: np.random.Generator, task: int, cond: dict[str, Any]) -
     goal = p0 + L * Rc @ np.array([1.0, 0, 0])
     obst = p0 + L * Rc @ np.array([a, d, 0.0])
     via = p0 + L * Rc @ np.array([a, d, OBST_H + CLEAR])
-    return Instance(task, p0, goal, yaw, L, a, d, obst, via)
+    from paperflow.robotics.api import CourseScene
+
+    return CourseScene(task, p0, goal, yaw, L, a, d, obst, via, OBST_R, OBST_H)
 
 
 def demo(rng: np.random.Generator, inst: Instance, base_steps: int, speed_range: tuple[float, float],

@@ -8,7 +8,7 @@ What it offers, and nothing more:
   Arrow dataset, in one call) and the reader side of the extracted format: `load_split`, `read_stats`,
   `normalize_actions`, `resize` (the extractor's own image resize, for closed-loop observations);
 - the obstacle course of the same simulator (GAM's task, state-only): `course_sample_scene`,
-  `course_record_demo` (the scripted expert, recorded), `course_reference_path`, `CoursePlant` (the blocking
+  `course_record_demo` (the scripted expert, recorded), `course_reference_path`, `CourseScene`, `CoursePlant` (the blocking
   step driven by pose targets), `course_scene_from_json`, and `simulate_course_dataset` (recorded demos ->
   Bridge V2 raw tree -> extracted Arrow dataset, with the scene geometry beside it in `scenes.json`);
 - the frozen conv stem every LAM here starts from: `FrozenStem`, `LAMConfig`;
@@ -42,6 +42,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "course_record_demo": ("course", "record_demo"),
     "course_reference_path": ("course", "reference_path"),
     "course_scene_from_json": ("course", "scene_from_json"),
+    "CourseScene": ("course", "Scene"),
     "course_rpy_to_R": ("course", "rpy_to_R"),
     "CoursePlant": ("course", "Plant"),
     # extracted dataset (reader side)

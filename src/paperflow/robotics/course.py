@@ -63,7 +63,8 @@ def R_to_rpy(R: np.ndarray) -> np.ndarray:
 
 @dataclass
 class Scene:
-    """One course: what a policy may perceive (start, goal, obstacle) and the task id (twist index)."""
+    """One course: what a policy may perceive (start, goal, obstacle) and the task id (twist index). GAM's own
+    pose simulator describes its instances with the same class (its obstacle fractions: r 0.08, h 0.15)."""
 
     task: int
     p0: np.ndarray  # EEF start (3,)
@@ -74,6 +75,8 @@ class Scene:
     d: float  # obstacle lateral offset from the axis (fraction of L)
     obstacle: np.ndarray  # centre of the obstacle's base (3,), z = 0
     via: np.ndarray  # via-point above the obstacle (3,)
+    r_frac: float = OBST_R  # obstacle radius / L
+    h_frac: float = OBST_H  # obstacle height / L
 
     @property
     def Rc(self) -> np.ndarray:
@@ -81,11 +84,11 @@ class Scene:
 
     @property
     def obst_r(self) -> float:
-        return OBST_R * self.L
+        return self.r_frac * self.L
 
     @property
     def obst_h(self) -> float:
-        return OBST_H * self.L
+        return self.h_frac * self.L
 
 
 def _inside(x: np.ndarray) -> bool:
@@ -232,7 +235,7 @@ class Plant:
 
 # ----------------------------------------------------------------------- the Bridge raw tree and back
 FOLDER = "carry_over_obstacle"  # the course's task folder in the raw tree (simdata.TEMPLATE_FOLDERS["carry"])
-SCENE_KEYS = ("task", "p0", "goal", "yaw", "L", "a", "d", "obstacle", "via")
+SCENE_KEYS = ("task", "p0", "goal", "yaw", "L", "a", "d", "obstacle", "via", "r_frac", "h_frac")
 
 
 def scene_to_json(sc: Scene) -> dict[str, Any]:
@@ -242,7 +245,8 @@ def scene_to_json(sc: Scene) -> dict[str, Any]:
 
 def scene_from_json(d: dict[str, Any]) -> Scene:
     return Scene(int(d["task"]), np.array(d["p0"], float), np.array(d["goal"], float), float(d["yaw"]), float(d["L"]),
-                 float(d["a"]), float(d["d"]), np.array(d["obstacle"], float), np.array(d["via"], float))
+                 float(d["a"]), float(d["d"]), np.array(d["obstacle"], float), np.array(d["via"], float),
+                 float(d.get("r_frac", OBST_R)), float(d.get("h_frac", OBST_H)))
 
 
 def write_raw_tree(raw_root: str | Path, sessions: dict[str, list[tuple[Scene, dict[str, Any]]]],
