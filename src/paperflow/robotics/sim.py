@@ -630,8 +630,8 @@ def evaluate(policy: Policy, cfg: SimConfig | dict, n_episodes_per_task: int, ma
              tasks: list[str] | None = None) -> dict[str, Any]:
     """Closed-loop success rate. Evaluation episode seeds are offset by 10**6 from data-generation ones.
 
-    A policy with `reset_batch(instructions)` and `act_batch(observations) -> actions` (a `BatchPolicy`)
-    runs all episodes of a seed in lockstep, one environment each (the same episode seeds, so the same
+    A policy with `reset_batch(instructions)` and `act_batch(observations, episode_indices) -> actions`
+    (the observations and indices of the episodes still running) runs all episodes of a seed in lockstep, one environment each (the same episode seeds, so the same
     scenes; one batched model call per step instead of one per episode); other policies run episode by
     episode."""
     cfg = cfg if isinstance(cfg, SimConfig) else SimConfig.from_dict(cfg)
