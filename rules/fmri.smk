@@ -135,11 +135,37 @@ if "fmri" in ENABLED:
             "paperflow fmri embed --params {params.p:q} --geometry {input.geometry} "
             "{params.ckpt} --state {input.state} --trait {input.trait} --out {output} > {log} 2>&1"
 
-    rule fmri_evaluate:
+    # the probe table in parts (issue 24): the baselines run beside pretraining, each feature part right
+    # after its embedding; fmri_evaluate only merges them (metrics.json as one process would write it)
+    rule fmri_probe:
         input:
-            embeds=[f"{FMRI_RES}/embed/{t}.npz" for t in fmri_plan.embed_tags(_FC)],
             state=f"{FMRI_DATA}/prep/state",
             trait=f"{FMRI_DATA}/prep/trait",
+            embed=lambda w: [] if w.fmri_part == fmri_plan.PROBE_BASELINES else [f"{FMRI_RES}/embed/{w.fmri_part}.npz"],
+        output:
+            f"{FMRI_RES}/eval/parts/{{fmri_part}}.json",
+        wildcard_constraints:
+            fmri_part="|".join(fmri_plan.probe_tags(_FC)),
+        params:
+            p=lambda w: as_json(fmri_plan.probe_params(config["fmri"], w.fmri_part)),
+            embed=lambda w, input: f"--embed {input.embed}" if input.embed else "",
+        log:
+            "logs/fmri/probe/{fmri_part}.log",
+        benchmark:
+            "benchmarks/fmri/probe/{fmri_part}.tsv"
+        priority: lambda w: fmri_plan.job_priority(config["fmri"], "probe", tag=w.fmri_part)
+        threads: 1
+        resources:
+            **stage_resources("fmri", "probe", mem_mb=3000, runtime=60),
+        conda:
+            "../envs/fmri.yaml"
+        shell:
+            "paperflow fmri probe --params {params.p:q} --state {input.state} --trait {input.trait} "
+            "{params.embed} --out {output} > {log} 2>&1"
+
+    rule fmri_evaluate:
+        input:
+            parts=[f"{FMRI_RES}/eval/parts/{t}.json" for t in fmri_plan.probe_tags(_FC)],
         output:
             f"{FMRI_RES}/eval/metrics.json",
         params:
@@ -150,12 +176,11 @@ if "fmri" in ENABLED:
             "benchmarks/fmri/evaluate.tsv"
         threads: 1
         resources:
-            **stage_resources("fmri", "evaluate", mem_mb=3000, runtime=60),
+            **stage_resources("fmri", "evaluate", mem_mb=1000, runtime=10),
         conda:
             "../envs/fmri.yaml"
         shell:
-            "paperflow fmri evaluate --params {params.p:q} --embeds {input.embeds} --state {input.state} "
-            "--trait {input.trait} --out {output} > {log} 2>&1"
+            "paperflow fmri evaluate --params {params.p:q} --parts {input.parts} --out {output} > {log} 2>&1"
 
     rule fmri_scaling:
         input:

@@ -1,6 +1,7 @@
 """Probes: FC features, subject-level splits without leakage, selection on validation only."""
 
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -98,3 +99,50 @@ def test_probe_equals_the_validated_sklearn_path(rng, kind, balanced):
     old_scores, old_boot = _old_probe(X, y, subj, splits, Cs, 200, balanced, 30, 0, kind)
     assert np.allclose(new["scores"], old_scores, rtol=0, atol=1e-8)
     assert abs(new["fixed_split_boot_std"] - old_boot) <= 1e-8
+
+
+def _part(tag, rows, settings):
+    return {"tag": tag, "settings": settings, "result": {"tasks": {"state6": dict(rows), "trait_group": {}, "trait_age": {}},
+                                                          **({"chance": {"state6": 1 / 6}} if tag == "baselines" else {})}}
+
+
+def test_evaluate_merges_probe_parts_and_rejects_stale_or_missing_ones(tmp_path):
+    """fmri evaluate = the baselines part + one part per tag, each probed with the evaluate's settings."""
+    import json
+
+    from paperflow.fmri import stages
+    from paperflow.fmri.benchmarks import merge_probes
+
+    settings = {"seed": 0, "state_splits": 2, "trait_splits": 3, "bootstrap": 5, "n_Cs": 2, "max_iter": 50}
+    params = {**settings, "tags": ["flat-s0"]}
+    row = {"mean": 0.5, "std": 0.1}
+    files = {}
+    for tag, rows in (("baselines", {"FC (parcel clip)": row}), ("flat-s0", {"MAE flat-s0": {**row, "mean": 0.7}})):
+        files[tag] = tmp_path / f"{tag}.json"
+        files[tag].write_text(json.dumps(_part(tag, rows, settings)))
+    out = tmp_path / "metrics.json"
+    res = stages.evaluate(params, parts=list(files.values()), out=out)
+    assert set(res["tasks"]["state6"]) == {"FC (parcel clip)", "MAE flat-s0"}
+    assert res["tasks"]["state6"]["MAE flat-s0"]["mean"] == 0.7 and res["chance"]["state6"] == 1 / 6
+    assert json.loads(out.read_text()) == res
+    with pytest.raises(SystemExit, match="parts"):  # a tag's part is missing
+        stages.evaluate({**params, "tags": ["flat-s0", "parcel-s0"]}, parts=list(files.values()), out=out)
+    stale = tmp_path / "stale" / "flat-s0.json"
+    stale.parent.mkdir()
+    stale.write_text(json.dumps(_part("flat-s0", {"MAE flat-s0": row}, {**settings, "trait_splits": 100})))
+    with pytest.raises(SystemExit, match="probed with"):
+        stages.evaluate(params, parts=[files["baselines"], stale], out=out)
+    with pytest.raises(ValueError, match="twice"):
+        merge_probes(_part("baselines", {"a": row}, settings)["result"], [_part("x", {"a": row}, settings)["result"]])
+
+
+def test_probe_parts_are_the_baselines_and_every_embed_tag():
+    from paperflow.core.config import load_config
+    from paperflow.fmri import plan
+
+    cfg = load_config(Path(__file__).resolve().parents[2] / "config" / "test.yaml")["fmri"]
+    assert plan.probe_tags(cfg) == ["baselines", *plan.embed_tags(cfg)]
+    assert plan.probe_params(cfg, "flat-rand") == {**cfg["eval"], "tag": "flat-rand"}
+    with pytest.raises(ValueError, match="unknown probe part"):
+        plan.probe_params(cfg, "volume-s9")
+    assert plan.job_priority(cfg, "probe", tag="volume-s0") > plan.job_priority(cfg, "probe", tag="baselines") > 0

@@ -12,7 +12,7 @@ from paperflow.core.config import load_config
 from paperflow.fmri import plan, stages
 
 TEST_CFG = Path(__file__).resolve().parents[2] / "config" / "test.yaml"
-STAGES = ["geometry", "synth", "prep", "pretrain", "embed", "evaluate", "scaling", "report"]
+STAGES = ["geometry", "synth", "prep", "pretrain", "embed", "probe", "evaluate", "scaling", "report"]
 
 
 @pytest.fixture(scope="module")
@@ -36,11 +36,13 @@ def test_every_stage_is_declared_in_order():
                                                  ("pretrain", ["--tag", "flat-n2-d0-s0"],
                                                   lambda c: plan.train_params(c, "flat-n2-d0-s0")),
                                                  ("embed", ["--tag", "flat-rand"], lambda c: plan.embed_params(c, "flat-rand")),
+                                                 ("probe", ["--tag", "baselines"], lambda c: plan.probe_params(c, "baselines")),
                                                  ("report", [], plan.report_params)])
 def test_config_and_coordinates_give_the_rules_params(name, coord, plan_fn, cfg):
     paths = {"synth": ["--geometry", "g", "--out", "o"], "prep": ["--synth", "s", "--geometry", "g", "--out", "o"],
              "pretrain": ["--geometry", "g", "--data", "d", "--out", "o"],
              "embed": ["--geometry", "g", "--state", "s", "--trait", "t", "--out", "o"],
+             "probe": ["--state", "s", "--trait", "t", "--out", "o"],
              "report": ["--geometry", "g", "--metrics", "m", "--state", "s", "--summary", "x", "--figdir", "f",
                         "--pretrain", "a", "b"]}[name]
     info, ns = _parse(name, ["--config", str(TEST_CFG), *coord, *paths])

@@ -37,6 +37,16 @@ def check_fmri_outputs(wd: Path) -> None:
     assert {"FC (parcel clip)", "MAE flat-s0", "MAE parcel-s0", "MAE volume-s0", "MAE flat-rand"} <= set(st)
     assert all(0.0 <= v["mean"] <= 1.0 and v["n_splits"] == 2 == len(v["scores"]) for v in st.values())
     assert met["tasks"]["trait_group"]["FC (parcel, whole run)"]["n_splits"] == 3
+    # the table was probed in parts (baselines + one per embed tag) and merged: the same table as one process
+    from paperflow.fmri.benchmarks import run_benchmarks
+
+    parts = sorted(p.stem for p in (tier / "eval" / "parts").glob("*.json") if not p.name.endswith(".manifest.json"))
+    assert parts == sorted(["baselines", "flat-s0", "parcel-s0", "volume-s0", "flat-rand"])
+    settings = json.loads((tier / "eval" / "parts" / "baselines.json").read_text())["settings"]
+    tags = ["flat-s0", "parcel-s0", "volume-s0", "flat-rand"]
+    one = run_benchmarks(settings, [tier / "embed" / f"{t}.npz" for t in tags], wd / "data/fmri/micro/prep/state",
+                         wd / "data/fmri/micro/prep/trait")
+    assert json.loads(json.dumps(one)) == met
     # training results, scaling, figures, summary with its claims manifest
     result = json.loads((run / "result.json").read_text())
     assert result["history"][-1]["step"] == 4 and 0.5 < result["initial_loss"] < 1.5

@@ -82,6 +82,20 @@ def eval_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
     return {**cfg["eval"], "tags": embed_tags(cfg)}
 
 
+PROBE_BASELINES = "baselines"  # = benchmarks.BASELINES (plan.py stays free of numpy/sklearn imports)
+
+
+def probe_tags(cfg: Mapping[str, Any]) -> list[str]:
+    """The probe parts: the baselines, then one per embed tag."""
+    return [PROBE_BASELINES, *embed_tags(cfg)]
+
+
+def probe_params(cfg: Mapping[str, Any], tag: str) -> dict[str, Any]:
+    if tag not in probe_tags(cfg):
+        raise ValueError(f"unknown probe part {tag!r}; expected one of {probe_tags(cfg)}")
+    return {**cfg["eval"], "tag": tag}
+
+
 def report_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """The summary's inputs: run settings it prints and the claims' declared thresholds."""
     return {"tier": cfg["tier"], "train": cfg["train"], "scaling": cfg["scaling"], "synth": cfg["synth"],
@@ -89,7 +103,7 @@ def report_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # Scheduling only (issue 24): the longest chain first. The tiny default is bound by
-# geometry -> synth(pretrain) -> prep(pretrain) -> pretrain(volume) -> embed -> evaluate; Snakemake starts
+# geometry -> synth(pretrain) -> prep(pretrain) -> pretrain(volume) -> embed -> probe -> evaluate; Snakemake starts
 # the ready job of highest `priority:` first, so the pretraining cohort goes before the evaluation cohorts
 # and the main pretraining runs (volume, the slowest per step, then flat, then parcel) before the
 # scaling runs, which only the report needs. No parameter or number depends on it.
@@ -107,4 +121,6 @@ def job_priority(cfg: Mapping[str, Any], stage: str, *, cohort: str | None = Non
         return 10 + SPACE_COST.get(r["space"], 0)
     if stage == "embed" and tag is not None:
         return 5
+    if stage == "probe" and tag is not None:  # a feature part right after its embed; the baselines whenever a core is free
+        return 1 if tag == PROBE_BASELINES else 5
     return 0

@@ -1,7 +1,8 @@
 """flat-map fMRI: projection operator, synthetic BOLD, CortexMAE pretraining, Brainmarks probes.
 
 Stages (`paperflow fmri <stage>`; rules in rules/fmri.smk): geometry -> synth (per cohort) -> prep (per
-cohort, all three spaces) -> pretrain (per run tag) -> embed -> evaluate -> scaling -> report. Each
+cohort, all three spaces) -> pretrain (per run tag) -> embed -> probe (baselines, and per embed tag) -> evaluate
+(merges the probe parts) -> scaling -> report. Each
 stage is a plain function of its typed parameters (built by `plan.py` from the `fmri:` config) and
 explicit paths; heavy libraries (torch, nilearn, datasets) are imported inside the functions.
 """
@@ -81,6 +82,18 @@ class EmbedParams(TypedDict):
     mask_ratio: float
     clip_frames: int
     model: dict[str, Any]
+
+
+class ProbeParams(TypedDict):
+    """`eval:` plus the part probed: an embed tag, or `baselines` (benchmarks.BASELINES)."""
+
+    tag: str
+    seed: int
+    state_splits: int
+    trait_splits: int
+    bootstrap: int
+    n_Cs: int
+    max_iter: int
 
 
 class EvalParams(TypedDict):
@@ -205,14 +218,50 @@ def embed(params: EmbedParams, *, geometry: Path, state: Path, trait: Path, out:
     return m
 
 
-@stage(plan=plan.eval_params)
-def evaluate(params: EvalParams, *, embeds: list[Path], state: Path, trait: Path, out: Path) -> dict[str, Any]:
-    """Probes: state decoding, traits, FC baseline, raw, oracle, chance, repeated subject-level splits."""
+@stage(plan=plan.probe_params)
+def probe(params: ProbeParams, *, state: Path, trait: Path, out: Path, embed: Path | None = None) -> dict[str, Any]:
+    """One part of the probe table: the baselines (FC, raw, oracle, chance; tag `baselines`) or one
+    frozen-MAE feature file (`--embed embed/<tag>.npz`). Parts run as soon as their inputs exist."""
     from paperflow.core.io import Stage, write_json
-    from paperflow.fmri.benchmarks import run_benchmarks
+    from paperflow.fmri.benchmarks import BASELINES, baseline_probes, feature_probes
 
-    with Stage("fmri.evaluate", params, outputs=[out], inputs=embeds, seed=params["seed"]) as st:
-        res = run_benchmarks(dict(params), embeds, state, trait)
+    p = dict(params)
+    settings = {k: v for k, v in p.items() if k != "tag"}
+    if p["tag"] == BASELINES:
+        if embed is not None:
+            raise SystemExit("probe baselines: takes no --embed")
+        inputs = [state, trait]
+    else:
+        if embed is None or Path(embed).name != f"{p['tag']}.npz":
+            raise SystemExit(f"probe {p['tag']}: needs --embed .../{p['tag']}.npz")
+        inputs = [embed]
+    with Stage("fmri.probe", p, outputs=[out], inputs=inputs, seed=p["seed"]) as st:
+        res = baseline_probes(settings, state, trait) if p["tag"] == BASELINES else feature_probes(settings, embed, state, trait)
+        write_json(out, {"tag": p["tag"], "settings": settings, "result": res})
+        st.metrics.update({f"{t}/{k}": v["mean"] for t, d in res["tasks"].items() for k, v in d.items()})
+    return res
+
+
+@stage(plan=plan.eval_params)
+def evaluate(params: EvalParams, *, parts: list[Path], out: Path) -> dict[str, Any]:
+    """The probe table (metrics.json): the baselines part and one part per embed tag in `tags`, each
+    written by `probe` with these settings (a part with other settings or a missing tag is an error)."""
+    from paperflow.core.io import Stage, read_json, write_json
+    from paperflow.fmri.benchmarks import BASELINES, merge_probes
+
+    p = dict(params)
+    settings = {k: v for k, v in p.items() if k != "tags"}
+    got = {}
+    for f in parts:
+        d = read_json(f)
+        if d["settings"] != settings:
+            raise SystemExit(f"{f}: probed with {d['settings']}, not {settings}")
+        got[d["tag"]] = d["result"]
+    want = [BASELINES, *p["tags"]]
+    if sorted(got) != sorted(want):
+        raise SystemExit(f"evaluate: parts {sorted(got)} != {sorted(want)}")
+    with Stage("fmri.evaluate", params, outputs=[out], inputs=list(parts), seed=params["seed"]) as st:
+        res = merge_probes(got[BASELINES], [got[t] for t in p["tags"]])
         write_json(out, res)
         st.metrics.update({f"{t}/{k}": v["mean"] for t, d in res["tasks"].items() for k, v in d.items() if "mean" in v})
     return res
