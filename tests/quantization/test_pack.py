@@ -76,6 +76,16 @@ def test_saved_model_rebuilds_exactly_and_bpw_matches_formula(tiny_llama, tmp_pa
         assert torch.equal(lin.weight, qlinears(model)[name].weight)
     with torch.no_grad():
         assert torch.equal(re(ids).logits, ref)
+    # the skeleton is not randomly initialised (issue 24): every parameter and buffer is the packed dir's
+    inited, _ = load_quantized(tmp_path / "q", init_weights=True)
+    a, b = dict(re.named_parameters()) | dict(re.named_buffers()), dict(inited.named_parameters()) | dict(inited.named_buffers())
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    qj = json.loads((tmp_path / "q" / "quant.json").read_text())
+    gone = next(iter(qj["layers"]))
+    del qj["layers"][gone]
+    (tmp_path / "q" / "quant.json").write_text(json.dumps(qj))
+    with pytest.raises(ValueError, match="linears not in quant.json"):  # it would be left uninitialised
+        load_quantized(tmp_path / "q")
     # true bits per weight: 2-bit codes (rows padded to 4) + fp16 mu/alpha per row + fp32 rotations
     bits, nw = 0, 0
     for name, info in meta["layers"].items():
