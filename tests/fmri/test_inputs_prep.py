@@ -105,3 +105,74 @@ def test_downsampling_removes_aliasing():
     t = np.arange(int(300 / tr)) * tr
     R = resample_tr(np.sin(2 * np.pi * 0.6 * t)[None], tr, 1.0)
     assert R[0, 10:-10].std() < 0.05
+
+
+@pytest.mark.parametrize("tr", [0.72, 2.0])
+def test_resample_transposed_pchip_is_bit_identical_to_axis1(tr, rng):
+    """resample_tr runs PCHIP along axis 0 of a (T, D) copy: same floats as the plain axis=1 form
+    (incl. the anti-alias filter path at TR 0.72)."""
+    from scipy.interpolate import PchipInterpolator
+    from scipy.signal import cheby1, sosfiltfilt
+
+    T = int(60 / tr)
+    Z = rng.standard_normal((37, T))
+    Z[3] = 0.0  # flat row (PCHIP zero-slope branch)
+    Z[4] = np.arange(T)  # monotone row
+    n_out = int(np.floor(T * tr + 1e-9))
+    ref = sosfiltfilt(cheby1(8, 0.05, 0.8 / (1.0 / tr), output="sos"), Z, axis=1) if tr < 1 else Z
+    ref = PchipInterpolator(np.arange(T) * tr, ref, axis=1, extrapolate=True)(np.arange(n_out) * 1.0)
+    out = resample_tr(Z, tr, 1.0)
+    assert out.shape == ref.shape and np.array_equal(out, ref)
+    r = prep_run(Z.astype(np.float32), tr)
+    Zs, _, _ = zscore_rows(Z.astype(np.float32))
+    Zs = sosfiltfilt(cheby1(8, 0.05, 0.8 / (1.0 / tr), output="sos"), Zs, axis=1) if tr < 1 else Zs
+    ref2 = PchipInterpolator(np.arange(T) * tr, Zs, axis=1, extrapolate=True)(np.arange(n_out) * 1.0)
+    assert np.array_equal(r["bold"].view(np.uint16), ref2.T.astype(np.float16).view(np.uint16))
+
+
+def _int16_run(path, shape, aff, T=7, slope=0.0371):
+    """An int16 run with scl_slope, as synth writes them."""
+    data = np.random.default_rng(5).integers(-32000, 32000, (*shape, T)).astype(np.int16)
+    img = nib.Nifti1Image(data, aff)
+    img.header.set_slope_inter(slope, 0.0)
+    img.header.set_zooms((*img.header.get_zooms()[:3], 0.72))
+    nib.save(img, path)
+    return path
+
+
+@pytest.mark.parametrize("kind", ["int16_scaled", "float32"])
+def test_nifti_frames_and_apply_frames_equal_read_nifti_and_apply(kind, flat8, grid8, tmp_path):
+    """prep's frame-major path (NiftiFrames chunks in Fortran voxel order, Projector.apply_frames with
+    remapped column indices) gives the same bits as read_nifti + Projector.apply."""
+    from paperflow.fmri.inputs import NiftiFrames
+
+    aff, shape, _ = grid8
+    path = (_int16_run if kind == "int16_scaled" else _run)(tmp_path / f"{kind}_bold.nii.gz", shape, aff)
+    X, tr = read_nifti(path, shape, aff)
+    run = NiftiFrames(path, shape, aff)
+    assert run.tr == tr and run.n_frames == X.shape[1]
+    c2f = np.ravel_multi_index(np.unravel_index(np.arange(X.shape[0]), shape), shape, order="F")
+    F_ref = flat8.apply(X)
+    for t0, t1 in ((0, 3), (3, X.shape[1])):
+        Xt = run.chunk(t0, t1)
+        assert Xt.dtype == np.float32 and Xt.shape == (t1 - t0, X.shape[0])
+        assert np.array_equal(Xt[:, c2f], X[:, t0:t1].T)
+        assert np.array_equal(flat8.apply_frames(Xt), F_ref[:, t0:t1])
+
+
+def test_nifti_frames_errors_name_the_file(grid8, tmp_path):
+    from paperflow.fmri.inputs import NiftiFrames
+
+    aff, shape, _ = grid8
+    raw = _run(tmp_path / "good.nii.gz", shape, aff).read_bytes()
+    trunc = tmp_path / "sub-01_truncated_bold.nii.gz"
+    trunc.write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(InputError, match="sub-01_truncated_bold.nii.gz"):
+        NiftiFrames(trunc, shape, aff)
+    data = np.zeros((*shape, 4), np.float32)
+    data[1, 2, 3, 2] = np.nan
+    nib.save(nib.Nifti1Image(data, aff), tmp_path / "nan_bold.nii.gz")
+    run = NiftiFrames(tmp_path / "nan_bold.nii.gz", shape, aff)
+    run.chunk(0, 2)
+    with pytest.raises(InputError, match="nan_bold.nii.gz: voxel data contain NaN"):
+        run.chunk(2, 4)

@@ -88,3 +88,43 @@ def test_task_maps_recovered_by_glm_through_the_operator(fs5, vol8, tmp_path):
     # the amplitude is 10 x a_task (intensity = 1000 + 10 x signal)
     ratio = np.linalg.lstsq(expected[0][:, None], beta[0], rcond=None)[0][0]
     assert ratio == pytest.approx(10 * cfg["a_task"], rel=0.01)
+
+
+def test_nifti_volume_and_write_nifti_keep_the_old_bytes(grid8, tmp_path):
+    """write_nifti builds the int16 volume Fortran-ordered (nibabel writes it without per-frame
+    strided copies) and gzips it with ISA-L: the decompressed NIfTI (header + data) is what
+    nib.save wrote from the old C-ordered array."""
+    import gzip
+
+    aff, shape, _ = grid8
+    rng = np.random.default_rng(3)
+    T = 5
+    inside = np.sort(rng.choice(int(np.prod(shape)), 400, replace=False))
+    values = (1000 + 10 * rng.standard_normal((len(inside), T))).astype(np.float32)
+    values[0, 0] = -1500.0  # max |value| from a negative entry
+    old = np.zeros((int(np.prod(shape)), T), dtype=np.int16)
+    slope_old = float(np.abs(values).max()) / 32000.0 or 1.0
+    old[inside] = np.round(values / slope_old).astype(np.int16)
+    old = old.reshape(*shape, T)
+    data, slope = synth.nifti_volume(inside, values, shape)
+    assert slope == slope_old and data.flags.f_contiguous and data.dtype == np.int16 and np.array_equal(data, old)
+
+    synth.write_nifti(tmp_path / "new.nii.gz", inside, values, shape, aff, 0.72)
+    img = nib.Nifti1Image(old, aff)
+    img.header.set_slope_inter(slope_old, 0.0)
+    img.header.set_xyzt_units("mm", "sec")
+    img.header.set_zooms(tuple(img.header.get_zooms()[:3]) + (0.72,))
+    nib.save(img, tmp_path / "old.nii.gz")
+    raw_new = (tmp_path / "new.nii.gz").read_bytes()
+    assert raw_new[:2] == b"\x1f\x8b" and gzip.decompress(raw_new) == gzip.decompress((tmp_path / "old.nii.gz").read_bytes())
+    back = nib.load(tmp_path / "new.nii.gz")
+    assert back.dataobj.slope == pytest.approx(slope_old) and np.array_equal(back.dataobj.get_unscaled(), old)
+
+
+def test_drift_cast_into_float32_equals_astype():
+    """to_volume's drift term: float64 products cast into a float32 buffer == (a * d).astype(float32)."""
+    rng = np.random.default_rng(0)
+    a, d = 0.3 * rng.standard_normal((50, 1)), np.linspace(-1.0, 1.0, 37)
+    out = np.empty((50, 37), np.float32)
+    np.multiply(a, d, out=out, casting="same_kind")
+    assert np.array_equal(out, (a * d).astype(np.float32))

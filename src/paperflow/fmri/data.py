@@ -14,6 +14,7 @@ from paperflow.fmri.geometry import Projector
 
 log = logging.getLogger(__name__)
 SPACE_FILES = {"flat": "flat.npz", "parcel": "parcel.npz", "volume": "volume.npz"}
+FRAME_CHUNK = 16  # frames per chunk when prep reads and projects a run
 
 
 def load_surface(p: dict[str, Any]):
@@ -83,7 +84,7 @@ def synth_cohort(p: dict[str, Any], geo_dir: Path, out_dir: Path, progress) -> l
 def prep_cohort(p: dict[str, Any], synth_dir: Path, projs: dict[str, Projector], out_dir: Path, progress) -> dict[str, Any]:
     """Project every run of a cohort into each space; z-score, resample, float16; write Arrow.
     State cohorts become one record per block clip (label = condition, start = onset in 1-s frames)."""
-    from paperflow.fmri.inputs import read_nifti
+    from paperflow.fmri.inputs import NiftiFrames
     from paperflow.fmri.prep import prep_run, save_splits, sha256_file
     from paperflow.fmri.synth import read_events, read_participants
 
@@ -100,19 +101,26 @@ def prep_cohort(p: dict[str, Any], synth_dir: Path, projs: dict[str, Projector],
         tz = np.load(synth_dir / sid / f"{sid}_truth.npz")
         truth[sid] = {"R12": float(tz["R"][0, 1]), **{k: part[k] for k in ("trait_group", "trait_age_u", "trait_age_bin", "site", "tr")}}
         for nii in sorted((synth_dir / sid / "func").glob("*_bold.nii.gz")):
-            X, tr = read_nifti(nii, ref.input_shape, ref.input_affine)
-            tr = round(tr, 4)
+            run = NiftiFrames(nii, ref.input_shape, ref.input_affine)
+            tr, T_in = round(run.tr, 4), run.n_frames
+            # frame-major in chunks (no (voxels, T) transposed copy of the run): F = M @ X exactly
+            Fs = {space: np.empty((pr.D, T_in), dtype=np.float32) for space, pr in projs.items()}
+            for t0 in range(0, T_in, FRAME_CHUNK):
+                Xt = run.chunk(t0, min(t0 + FRAME_CHUNK, T_in))
+                for space, pr in projs.items():
+                    t1 = time.perf_counter()
+                    Fs[space][:, t0:t0 + Xt.shape[0]] = pr.apply_frames(Xt)
+                    stats["project_s"] += time.perf_counter() - t1
+            del run
             digest = sha256_file(nii)
             stem = nii.name.removesuffix("_bold.nii.gz")
             ents = dict(kv.split("-", 1) for kv in stem.split("_") if "-" in kv)
             ev_path = nii.parent / f"{stem}_events.tsv"
             events = read_events(ev_path) if ev_path.exists() else None
             stats["runs"] += 1
-            stats["frames_in"] += X.shape[1]
+            stats["frames_in"] += T_in
             for space, pr in projs.items():
-                t0 = time.perf_counter()
-                F = pr.apply(X)
-                stats["project_s"] += time.perf_counter() - t0
+                F = Fs.pop(space)
                 r = prep_run(F, tr, p["new_tr"])
                 if space == "flat":  # storage contract check: bold * std + mean ~ projection (before resampling)
                     if abs(tr - p["new_tr"]) < 1e-9:

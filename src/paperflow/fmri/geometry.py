@@ -288,6 +288,23 @@ class Projector:
             return self.__dict__["_M32"] @ X
         return self.M @ X
 
+    def apply_frames(self, Xt: np.ndarray) -> np.ndarray:
+        """F = M @ X for a volume run given frame-major with voxels in NIfTI (Fortran, i fastest)
+        order: Xt (c, N_in) float32 -> (D, c) float32. Bit-identical to apply(X) on the C-ordered
+        (N_in, c) X: the float32 M's column indices are remapped C -> Fortran voxel index without
+        reordering any row's stored entries, so every output sums the same products in the same order."""
+        if "_MF32" not in self.__dict__:
+            if self.input_kind != "volume":
+                raise ValueError(f"apply_frames needs a volume-input projector, not {self.input_kind!r}")
+            if "_M32" not in self.__dict__:
+                self.__dict__["_M32"] = self.M.astype(np.float32)
+            M32 = self.__dict__["_M32"]
+            shape = tuple(int(s) for s in self.input_shape)
+            c2f = np.ravel_multi_index(np.unravel_index(np.arange(int(np.prod(shape))), shape), shape, order="F")
+            MF = sp.csr_matrix((M32.data, c2f[M32.indices].astype(M32.indices.dtype), M32.indptr), shape=M32.shape)
+            self.__dict__["_MF32"] = MF
+        return self.__dict__["_MF32"] @ np.asarray(Xt, dtype=np.float32).T
+
     def save(self, path: str | Path) -> None:
         from paperflow.core.io import atomic_path
 

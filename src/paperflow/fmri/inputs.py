@@ -15,11 +15,9 @@ class InputError(ValueError):
     """An input run does not match the projector (message names the file)."""
 
 
-def read_nifti(path: str | Path, shape: tuple[int, ...], affine: np.ndarray, atol: float = 1e-3) -> tuple[np.ndarray, float]:
-    """4-D NIfTI -> (prod(shape), T) float32 in C order over (i, j, k); TR from pixdim[4]."""
+def _open_nifti(path: Path, shape: tuple[int, ...], affine: np.ndarray, atol: float):
     import nibabel as nib
 
-    path = Path(path)
     try:
         img = nib.load(str(path))
     except Exception as e:  # noqa: BLE001 - nibabel raises many types
@@ -30,17 +28,65 @@ def read_nifti(path: str | Path, shape: tuple[int, ...], affine: np.ndarray, ato
         raise InputError(f"{path}: spatial shape {img.shape[:3]} != projector grid {tuple(shape)}")
     if not np.allclose(img.affine, affine, atol=atol):
         raise InputError(f"{path}: affine does not match the projector grid\n{img.affine}\nvs\n{affine}")
+    return img
+
+
+def _nifti_tr(img, path: Path) -> float:
+    tr = float(img.header.get_zooms()[3])
+    if not tr > 0:
+        raise InputError(f"{path}: repetition time pixdim[4] = {tr} is not positive")
+    return tr
+
+
+def read_nifti(path: str | Path, shape: tuple[int, ...], affine: np.ndarray, atol: float = 1e-3) -> tuple[np.ndarray, float]:
+    """4-D NIfTI -> (prod(shape), T) float32 in C order over (i, j, k); TR from pixdim[4]."""
+    path = Path(path)
+    img = _open_nifti(path, shape, affine, atol)
     try:
         data = np.asarray(img.dataobj, dtype=np.float32)
     except Exception as e:  # noqa: BLE001 - truncated gzip -> EOFError, zlib.error, OSError...
         raise InputError(f"{path}: cannot read voxel data ({type(e).__name__}: {e})") from e
     if not np.isfinite(data).all():
         raise InputError(f"{path}: voxel data contain NaN/inf")
-    tr = float(img.header.get_zooms()[3])
-    if not tr > 0:
-        raise InputError(f"{path}: repetition time pixdim[4] = {tr} is not positive")
+    tr = _nifti_tr(img, path)
     T = data.shape[3]
     return data.reshape(-1, T), tr
+
+
+class NiftiFrames:
+    """A 4-D NIfTI run read frame-major, without the (voxels, T) transposed copy: `chunk(t0, t1)`
+    is frames t0..t1-1 as (t1 - t0, prod(shape)) float32 with the voxels in the file's (Fortran)
+    order, i fastest. Values are bit-identical to read_nifti's (nibabel's own scaling, applied per
+    chunk: it is elementwise): chunk(t0, t1)[t - t0, fortran_index(v)] == read_nifti(...)[v, t]."""
+
+    def __init__(self, path: str | Path, shape: tuple[int, ...], affine: np.ndarray, atol: float = 1e-3):
+        from nibabel.volumeutils import apply_read_scaling
+
+        self.path = Path(path)
+        img = _open_nifti(self.path, shape, affine, atol)
+        proxy = img.dataobj
+        try:
+            raw = proxy.get_unscaled() if hasattr(proxy, "get_unscaled") else np.asarray(proxy)
+        except Exception as e:  # noqa: BLE001 - truncated gzip -> EOFError, zlib.error, OSError...
+            raise InputError(f"{self.path}: cannot read voxel data ({type(e).__name__}: {e})") from e
+        self.tr = _nifti_tr(img, self.path)
+        self.n_frames = int(raw.shape[3])
+        self.frames = raw.reshape(-1, self.n_frames, order="F").T  # (T, N) view: frame-major when raw is F-ordered
+        # the scale factors as nibabel's ArrayProxy._get_scaled(dtype=float32) prepares them
+        slope = np.asanyarray(getattr(proxy, "slope", 1.0))
+        inter = np.asanyarray(getattr(proxy, "inter", 0.0))
+        if np.can_cast(slope, np.float32):
+            slope = slope.astype(np.float32)
+        if np.can_cast(inter, np.float32):
+            inter = inter.astype(np.float32)
+        self._scale = lambda a: apply_read_scaling(a, slope, inter)
+
+    def chunk(self, t0: int, t1: int) -> np.ndarray:
+        a = self._scale(self.frames[t0:t1])
+        a = a.astype(np.promote_types(a.dtype, np.float32), copy=False).astype(np.float32, copy=False)
+        if not np.isfinite(a).all():
+            raise InputError(f"{self.path}: voxel data contain NaN/inf")
+        return a
 
 
 def read_gifti_pair(left: str | Path, right: str | Path, n_vertices: tuple[int, int], tr: float | None = None) -> tuple[np.ndarray, float]:

@@ -50,7 +50,11 @@ def resample_tr(Z: np.ndarray, tr: float, new_tr: float = 1.0) -> np.ndarray:
         Z = sosfiltfilt(sos, Z, axis=1)
     t_in = np.arange(T) * tr
     t_out = np.arange(n_out) * new_tr
-    return PchipInterpolator(t_in, Z, axis=1, extrapolate=True)(t_out)
+    # PCHIP along axis 0 of the C-contiguous (T, D) copy: the same elementwise arithmetic as
+    # axis=1 on (D, T) (scipy moves the axis to the front either way), without scipy's strided
+    # copies; returns the (D, n_out) transposed view of the (n_out, D) result, as before
+    Zt = np.ascontiguousarray(Z.T)
+    return PchipInterpolator(t_in, Zt, axis=0, extrapolate=True)(t_out).T
 
 
 def sha256_file(path: str | Path) -> str:
