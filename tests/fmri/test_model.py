@@ -101,3 +101,27 @@ def test_checkpoint_of_other_parameters_is_not_resumed(tmp_path, fs5):
     res = pretrain(P, runs[:2], runs[2:], {**p, "steps": 2}, tmp_path / "run")
     ref = pretrain(P, runs[:2], runs[2:], {**p, "steps": 2}, tmp_path / "ref")
     assert res["history"] == ref["history"]
+
+
+def test_embedding_only_visible_tubelets_and_broadcast_loss_mask_equal_the_full_computation():
+    """Issue 24: encode() embeds only the visible tubelets and masked_loss keeps its mask broadcast; the
+    forward values are bit-identical to embedding all P patches then gathering, and to the materialised mask."""
+    P, S, B = 30, 12, 4
+    valid = np.random.default_rng(0).random((P, S)) > 0.3
+    torch.manual_seed(0)
+    m = MAE(P, S, valid, n_frames=8, t_patch=4, dim=16, depth=1, heads=2, dec_dim=8, dec_depth=1, dec_heads=2)
+    with torch.no_grad():
+        m.head.weight.normal_(0, 0.1)
+    x = torch.randn(B, 8, P, S)
+    vis = m.sample_visible(B, torch.Generator().manual_seed(1))
+    # the full computation (before issue 24)
+    tok = m.embed(m.tubelets(x)) + m.pos_s + m.pos_t
+    tok = torch.gather(tok, 2, vis[:, None, :, None].expand(B, m.nt, vis.shape[1], tok.shape[-1])).reshape(B, -1, tok.shape[-1])
+    h = torch.cat([m.cls.expand(B, -1, -1), tok], dim=1)
+    for blk in m.blocks:
+        h = blk(h)
+    assert torch.equal(m.encode(x, vis), m.norm(h))
+    loss, pred, visible = m(x, vis=vis)
+    target = x.reshape(B, m.nt, m.t, P, S)[:, :, ::m.stride].permute(0, 1, 3, 2, 4)
+    mask = (m.valid[None, None, :, None, :] & ~visible[:, None, :, None, None]).expand_as(pred).float()
+    assert torch.equal(loss, ((pred - target) ** 2 * mask).sum() / mask.sum().clamp_min(1.0))

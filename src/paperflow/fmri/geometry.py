@@ -288,22 +288,27 @@ class Projector:
             return self.__dict__["_M32"] @ X
         return self.M @ X
 
-    def apply_frames(self, Xt: np.ndarray) -> np.ndarray:
-        """F = M @ X for a volume run given frame-major with voxels in NIfTI (Fortran, i fastest)
-        order: Xt (c, N_in) float32 -> (D, c) float32. Bit-identical to apply(X) on the C-ordered
-        (N_in, c) X: the float32 M's column indices are remapped C -> Fortran voxel index without
-        reordering any row's stored entries, so every output sums the same products in the same order."""
+    def fortran_operator(self) -> sp.csr_matrix:
+        """The float32 operator with its column indices remapped from C to Fortran (NIfTI file, i
+        fastest) voxel order, each row's stored entries kept in their order: `fortran_operator() @ Xf`
+        on a run Xf (N_in, c) with voxels in file order is bit-identical to `apply(X)` on the C-ordered
+        X, since every output sums the same products in the same order (cached)."""
         if "_MF32" not in self.__dict__:
             if self.input_kind != "volume":
-                raise ValueError(f"apply_frames needs a volume-input projector, not {self.input_kind!r}")
+                raise ValueError(f"fortran_operator needs a volume-input projector, not {self.input_kind!r}")
             if "_M32" not in self.__dict__:
                 self.__dict__["_M32"] = self.M.astype(np.float32)
             M32 = self.__dict__["_M32"]
             shape = tuple(int(s) for s in self.input_shape)
             c2f = np.ravel_multi_index(np.unravel_index(np.arange(int(np.prod(shape))), shape), shape, order="F")
-            MF = sp.csr_matrix((M32.data, c2f[M32.indices].astype(M32.indices.dtype), M32.indptr), shape=M32.shape)
-            self.__dict__["_MF32"] = MF
-        return self.__dict__["_MF32"] @ np.asarray(Xt, dtype=np.float32).T
+            self.__dict__["_MF32"] = sp.csr_matrix((M32.data, c2f[M32.indices].astype(M32.indices.dtype), M32.indptr),
+                                                   shape=M32.shape)
+        return self.__dict__["_MF32"]
+
+    def apply_frames(self, Xt: np.ndarray) -> np.ndarray:
+        """F = M @ X for frames given frame-major with voxels in file (Fortran) order: Xt (c, N_in)
+        -> (D, c) float32, bit-identical to apply(X) on the C-ordered (N_in, c) X."""
+        return self.fortran_operator() @ np.ascontiguousarray(np.asarray(Xt, dtype=np.float32).T)
 
     def save(self, path: str | Path) -> None:
         from paperflow.core.io import atomic_path

@@ -132,6 +132,9 @@ def geometry(params: GeometryParams, *, out: Path) -> dict[str, Any]:
 @stage(plan=plan.synth_params)
 def synth(params: SynthParams, *, geometry: Path, out: Path) -> int:
     """Write one synthetic cohort as NIfTI runs (MNI grid) + events + truth."""
+    from paperflow.core.memory import retain_freed_memory
+
+    retain_freed_memory()  # run-sized numpy temporaries: reuse freed memory instead of page-faulting it again
     from paperflow.core.io import Stage, atomic_path
     from paperflow.core.progress import progress
     from paperflow.fmri.data import synth_cohort
@@ -147,6 +150,9 @@ def synth(params: SynthParams, *, geometry: Path, out: Path) -> int:
 @stage(plan=plan.prep_params)
 def prep(params: PrepParams, *, synth: Path, geometry: Path, out: Path) -> dict[str, Any]:
     """Project a cohort into flat / parcel / volume, z-score, resample to 1 s, float16 Arrow."""
+    from paperflow.core.memory import retain_freed_memory
+
+    retain_freed_memory()  # run-sized numpy temporaries: reuse freed memory instead of page-faulting it again
     from paperflow.core.io import Stage, atomic_path
     from paperflow.core.progress import progress
     from paperflow.fmri.data import load_projectors, prep_cohort
@@ -201,6 +207,9 @@ def pretrain(params: TrainParams, *, geometry: Path, data: Path, out: Path) -> d
 def embed(params: EmbedParams, *, geometry: Path, state: Path, trait: Path, out: Path,
           ckpt: Path | None = None) -> dict[str, Any]:
     """Frozen-encoder features of the state clips and trait runs (`--ckpt` best.safetensors; none: random init)."""
+    from paperflow.core.memory import retain_freed_memory
+
+    retain_freed_memory()  # run-sized numpy temporaries: reuse freed memory instead of page-faulting it again
     from paperflow.core.io import Stage, atomic_path
     from paperflow.fmri.geometry import Projector
     from paperflow.fmri.train import embed_features, load_model
