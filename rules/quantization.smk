@@ -62,6 +62,7 @@ if "quantization" in ENABLED:
             p=as_json(qplan.kotms_params(_Q)),
         log:
             "logs/quantization/kotms.log",
+        priority: qplan.job_priority(_Q, "kotms")
         benchmark:
             "benchmarks/quantization/kotms.tsv"
         threads: 1
@@ -84,6 +85,7 @@ if "quantization" in ENABLED:
             p=as_json(qplan.sens_params(_Q)),
         log:
             "logs/quantization/sens.log",
+        priority: qplan.job_priority(_Q, "sens")
         benchmark:
             "benchmarks/quantization/sens.tsv"
         threads: 1
@@ -105,6 +107,7 @@ if "quantization" in ENABLED:
             kotms=qplan.opt_flag("kotms", "kotms"),
         log:
             "logs/quantization/weights/s{seed}_{method}.log",
+        priority: lambda w: qplan.job_priority(_Q, "weights", w.method)
         benchmark:
             "benchmarks/quantization/weights/s{seed}_{method}.tsv"
         threads: 1
@@ -126,6 +129,7 @@ if "quantization" in ENABLED:
             qdir=qplan.opt_flag("qdir", "qdir"),
         log:
             "logs/quantization/lac/s{seed}_{method}.log",
+        priority: lambda w: qplan.job_priority(_Q, "lac", w.method)
         threads: 1
         resources:
             **stage_resources("quantization", "lac", mem_mb=3000, runtime=60),
@@ -135,28 +139,35 @@ if "quantization" in ENABLED:
             "paperflow quantization lac --params {params.p:q} --model {input.model} {params.qdir} "
             "--tokens {input.tokens} --out {output} > {log} 2>&1"
 
-    rule quantization_eval:
-        input:
-            unpack(lambda w: qplan.eval_inputs(config, w.method, w.act, w.seed)),
-        output:
-            _QP["eval"],
-        params:
-            p=lambda w: as_json(qplan.eval_params(_Q, w.method, w.act, int(w.seed))),
-            qdir=qplan.opt_flag("qdir", "qdir"),
-            lac=qplan.opt_flag("lac", "lac"),
-            sens=qplan.opt_flag("sens", "sens"),
-        log:
-            "logs/quantization/eval/s{seed}_{method}_{act}.log",
-        benchmark:
-            "benchmarks/quantization/eval/s{seed}_{method}_{act}.tsv"
-        threads: 1
-        resources:
-            **stage_resources("quantization", "eval", mem_mb=3000, runtime=60),
-        conda:
-            "../envs/quantization.yaml"
-        shell:
-            "paperflow quantization eval --params {params.p:q} --model {input.model} {params.qdir} "
-            "--tokens {input.tokens} {params.lac} {params.sens} --out {output} > {log} 2>&1"
+    # one job per (method, group of activation settings with the same inputs); plan.eval_groups. Rules are
+    # made in a loop (one per group) because a rule's output list cannot depend on a wildcard.
+    for (_qm, _qg), _qacts in qplan.eval_groups(_Q).items():
+
+        rule:
+            name:
+                f"quantization_eval_{_qm}_{_qg}"
+            input:
+                unpack(lambda w, m=_qm, g=_qg: qplan.eval_group_inputs(config, m, g, w.seed)),
+            output:
+                qplan.eval_group_outputs(config, _qm, _qg),
+            params:
+                p=lambda w, m=_qm, g=_qg: as_json(qplan.eval_group_params(_Q, m, g, int(w.seed))),
+                qdir=qplan.opt_flag("qdir", "qdir"),
+                lac=qplan.opt_flag("lac", "lac"),
+                sens=qplan.opt_flag("sens", "sens"),
+            log:
+                f"logs/quantization/eval/s{{seed}}_{_qm}_{_qg}.log",
+            priority: qplan.job_priority(_Q, "eval", _qm, _qg)
+            benchmark:
+                f"benchmarks/quantization/eval/s{{seed}}_{_qm}_{_qg}.tsv"
+            threads: 1
+            resources:
+                **stage_resources("quantization", "eval", mem_mb=3000, runtime=60),
+            conda:
+                "../envs/quantization.yaml"
+            shell:
+                "paperflow quantization eval-group --params {params.p:q} --model {input.model} {params.qdir} "
+                "--tokens {input.tokens} {params.lac} {params.sens} --out {output} > {log} 2>&1"
 
     rule quantization_report:
         input:

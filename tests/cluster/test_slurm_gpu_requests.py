@@ -74,6 +74,12 @@ def _flag(argv: list[str], name: str) -> str | None:
     return None
 
 
+def _stage_rule(rule: str, known) -> str:
+    """The stage rule `rule` stands for: itself, or <study>_<stage> for a rule of a family made in a loop
+    and named <study>_<stage>_<suffix> (quantization_eval_<method>_<group>: one rule per evaluation group)."""
+    return rule if rule in known else next((k for k in sorted(known) if rule.startswith(k + "_")), rule)
+
+
 def test_gpu_stages_request_gpus_memory_and_time(repo_copy: Path, tmp_path: Path):
     repo = repo_copy
     paper = yaml.safe_load((repo / "config" / "paper.yaml").read_text())
@@ -87,12 +93,16 @@ def test_gpu_stages_request_gpus_memory_and_time(repo_copy: Path, tmp_path: Path
 
     jobs = _dry_run_jobs(repo, "config/paper-local.yaml")
     gpu_jobs = [j for j in jobs if int(j["resources"].get("gpu", "0") or 0) > 0]
-    assert {j["rule"] for j in gpu_jobs} == set(declared), (
+
+    def stage_of(rule: str) -> str:
+        return _stage_rule(rule, declared)
+
+    assert {stage_of(j["rule"]) for j in gpu_jobs} == set(declared), (
         f"rules asking for GPUs {sorted({j['rule'] for j in gpu_jobs})} != paper.yaml GPU stages {sorted(declared)}")
 
     picked = []
     for rule in sorted(declared):
-        picked += [j for j in gpu_jobs if j["rule"] == rule][:2]
+        picked += [j for j in gpu_jobs if stage_of(j["rule"]) == rule][:2]
     # Make the picked jobs runnable now, without running anything: every job they depend on counts as
     # done (its outputs exist, newer than its inputs; nothing is read). Some picked jobs depend on
     # others (quantization: kotms -> sens, kotms -> weights -> lac, sometimes through jobs that were
@@ -145,7 +155,7 @@ def test_gpu_stages_request_gpus_memory_and_time(repo_copy: Path, tmp_path: Path
         targets = [o for i in layers[d] for o in jobs[i]["output"]]
         # one job per group (the profile groups hashing cells): each sbatch line is one stage's request
         cmd = ["snakemake", *targets, "--profile", "slurm", "--group-components", "hashing_cell=1", "--slurm-no-account",
-               "--slurm-init-seconds-before-status-checks", "1", "--allowed-rules", *sorted(declared),
+               "--slurm-init-seconds-before-status-checks", "1", "--allowed-rules", *sorted({j["rule"] for j in picked}),
                "--configfile", "config/paper-local.yaml"]
         r = subprocess.run(cmd, cwd=repo, env=e, capture_output=True, text=True, timeout=600)
         out = r.stdout + r.stderr
@@ -221,17 +231,19 @@ def test_paper_gpu_stages_request_one_gpu_and_tiny_configs_none(repo_copy: Path,
     expected = {f"{study}_{stage}" for study, stages in PAPER_GPU_STAGES.items() for stage in stages}
 
     jobs = _dry_run_jobs(repo, "config/paper-gpu.yaml")
-    ran = {j["rule"] for j in jobs}
+    ran = {_stage_rule(j["rule"], expected) for j in jobs}
     assert expected <= ran, f"GPU stages missing from the paper-scale DAG: {sorted(expected - ran)}"
-    gpu_rules = {j["rule"] for j in jobs if int(j["resources"].get("gpu", "0") or 0) > 0}
+    gpu_rules = {_stage_rule(j["rule"], expected) for j in jobs if int(j["resources"].get("gpu", "0") or 0) > 0}
     assert gpu_rules == expected, f"rules asking for GPUs {sorted(gpu_rules)} != {sorted(expected)}"
     for j in jobs:
-        study, _, stage = j["rule"].partition("_")
-        if study not in PAPER_GPU_STAGES:
+        rule = _stage_rule(j["rule"], expected)
+        study = next((st for st in PAPER_GPU_STAGES if rule.startswith(st + "_")), None)
+        if study is None:
             continue
+        stage = rule[len(study) + 1:]
         res = (paper[study].get("resources") or {}).get(stage)
         r = j["resources"]
-        if j["rule"] in expected:
+        if rule in expected:
             assert r.get("gpu") == "1", j
             assert r.get("cpus_per_gpu") == str(res["cpus_per_gpu"]), j
         else:
@@ -246,14 +258,15 @@ def test_paper_gpu_stages_request_one_gpu_and_tiny_configs_none(repo_copy: Path,
     # stands in for them and is held to the same limits.
     for configfile in ("config/config.yaml", "config/test.yaml"):
         tiny_jobs = _dry_run_jobs(repo, configfile)
-        ran_tiny = {j["rule"] for j in tiny_jobs}
+        ran_tiny = {_stage_rule(j["rule"], expected) for j in tiny_jobs}
         want = set(expected)
         for fused, parts in TINY_FUSED.items():
             if fused in ran_tiny:
                 assert not parts & ran_tiny, (configfile, fused, sorted(parts & ran_tiny))
                 want = (want - parts) | {fused}
-        tiny = [j for j in tiny_jobs if j["rule"] in want]
-        assert {j["rule"] for j in tiny} == want, (configfile, sorted(want - {j["rule"] for j in tiny}))
+        tiny = [j for j in tiny_jobs if _stage_rule(j["rule"], want) in want]
+        got = {_stage_rule(j["rule"], want) for j in tiny}
+        assert got == want, (configfile, sorted(want - got))
         for j in tiny:
             r = j["resources"]
             assert r.get("gpu") == "0" and "cpus_per_gpu" not in r, (configfile, j)

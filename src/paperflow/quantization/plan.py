@@ -153,6 +153,44 @@ def eval_params(q: Mapping[str, Any], method: str, act: str, seed: int) -> dict:
     return p
 
 
+def eval_groups(q: Mapping[str, Any]) -> dict[tuple[str, str], list[str]]:
+    """(method, group) -> the activation settings of `runs` evaluated in one job. `eval_jobs: group`
+    (the default): group `a` = the settings that need no ILA-AMP sweep, `mp` = those that do (they wait
+    for it), so a job never waits for an input one of its settings does not need; `eval_jobs: run`: one
+    job per setting (group = the setting)."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for run in q["runs"]:
+        method, act = split_run(run)
+        if method not in q["methods"]:
+            raise ValueError(f"quantization.runs: {run!r} names unknown method {method!r}")
+        group = act if q["eval_jobs"] == "run" else ("mp" if is_mp(act) else "a")
+        out.setdefault((method, group), []).append(act)
+    return out
+
+
+def eval_group_params(q: Mapping[str, Any], method: str, group: str, seed: int) -> dict:
+    acts = eval_groups(q).get((method, group))
+    if acts is None:
+        raise ValueError(f"no evaluation group {method}/{group}; groups: {sorted(eval_groups(q))}")
+    return {"method": method, "seed": int(seed), "group": group, "runs": [eval_params(q, method, a, seed) for a in acts]}
+
+
+# Scheduling only (issue 24): Snakemake starts the ready job of highest `priority:` first. The tiny default's
+# longest chain is convert -> KOTMS -> ILA-AMP sweep -> mixed-precision evaluation, next to KOTMS -> TWLA
+# weights -> LAC -> evaluation; every other job (RTN, rotation-only, FP) only has to fit beside them.
+# No parameter or number depends on it.
+def job_priority(q: Mapping[str, Any], stage: str, method: str | None = None, group: str | None = None) -> int:
+    """Snakemake `priority:` of a quantization job (higher starts first among ready jobs)."""
+    if stage in ("kotms", "sens"):
+        return 10
+    feeds_lac = method is not None and any(ACTS[a]["lac"] for m, a in map(split_run, q["runs"]) if m == method)
+    if stage in ("weights", "lac"):
+        return 9 if feeds_lac else 0
+    if stage == "eval":
+        return 8 if group == "mp" else (1 if feeds_lac else 0)
+    return 0
+
+
 def report_params(q: Mapping[str, Any]) -> dict:
     return {"seeds": q["seeds"], "runs": q["runs"], "methods": {k: methods.resolve(v) for k, v in q["methods"].items()},
             "model": q["model"], "corpus": q["corpus"], "data": _windows(q), "kotms": q["kotms"], "e2m": q["e2m"],
@@ -192,6 +230,20 @@ def eval_inputs(config: Mapping[str, Any], method: str, act: str, seed: Any) -> 
     if is_mp(act):
         ins["sens"] = p["sens"]
     return ins
+
+
+def eval_group_inputs(config: Mapping[str, Any], method: str, group: str, seed: Any) -> dict[str, str]:
+    """Every input any setting of the group needs (model, tokens, packed dir, LAC clips, sweep)."""
+    ins: dict[str, str] = {}
+    for act in eval_groups(config["quantization"])[(method, group)]:
+        ins.update(eval_inputs(config, method, act, seed))
+    return ins
+
+
+def eval_group_outputs(config: Mapping[str, Any], method: str, group: str) -> list[str]:
+    """The group's evaluation JSONs (wildcard {seed}), in the order of `eval_group_params`' runs."""
+    pat = paths(config)["eval"]
+    return [pat.replace("{method}", method).replace("{act}", a) for a in eval_groups(config["quantization"])[(method, group)]]
 
 
 def report_inputs(config: Mapping[str, Any]) -> dict[str, list[str]]:

@@ -90,6 +90,15 @@ class EvalParams(TypedDict, total=False):
     zeroshot: dict[str, Any]  # paper scale only
 
 
+class EvalGroupParams(TypedDict):
+    """One job's activation settings of one (method, seed) (plan.eval_group_params)."""
+
+    method: str
+    seed: int
+    group: str
+    runs: list[EvalParams]
+
+
 class ReportParams(TypedDict):
     seeds: list[int]
     runs: list[str]
@@ -286,13 +295,35 @@ def lac(params: LacParams, *, model: Path, tokens: Path, out: Path, qdir: Path |
 def evaluate(params: EvalParams, *, model: Path, tokens: Path, out: Path, qdir: Path | None = None,
              lac: Path | None = None, sens: Path | None = None) -> dict:
     """Test perplexity of one (method, activation setting); mixed-precision bits chosen from sens.json."""
+    return _evaluate_loaded(_load_for(model, qdir), params, model=model, tokens=tokens, out=out, qdir=qdir, lac=lac,
+                            sens=sens)
+
+
+@stage("eval-group", plan=plan.eval_group_params)
+def evaluate_group(params: EvalGroupParams, *, model: Path, tokens: Path, out: list[Path], qdir: Path | None = None,
+                   lac: Path | None = None, sens: Path | None = None) -> list[dict]:
+    """Several activation settings of one (method, seed) in one process: the packed model is loaded once
+    and each setting is evaluated and written exactly as `eval` would (its own JSON and manifest; the
+    activation bits and clips of every linear are set afresh for each). `out` pairs with `params.runs`."""
+    runs = params["runs"]
+    if len(out) != len(runs):
+        raise ValueError(f"eval-group: {len(runs)} settings but {len(out)} --out files")
+    for r, o in zip(runs, out):
+        if r["method"] != params["method"] or r["seed"] != params["seed"] or Path(o).stem != r["act"]:
+            raise ValueError(f"eval-group: --out {o} does not belong to {params['method']}/{r['act']} (seed {r['seed']})")
+    m = _load_for(model, qdir)
+    return [_evaluate_loaded(m, r, model=model, tokens=tokens, out=o, qdir=qdir, lac=lac, sens=sens)
+            for r, o in zip(runs, out)]
+
+
+def _evaluate_loaded(m, params: EvalParams, *, model: Path, tokens: Path, out: Path, qdir: Path | None,
+                     lac: Path | None, sens: Path | None) -> dict:
     from paperflow.core.io import Stage, read_json, write_json
     from paperflow.quantization.data import load_tokens, windows
     from paperflow.quantization.evaluate import perplexity
     from paperflow.quantization.ilaamp import chain_dp, tables
     from paperflow.quantization.qmodel import set_activation_bits
 
-    m = _load_for(model, qdir)
     L = len(m.model.layers)
     clips = None
     if params["lac"]:
