@@ -84,25 +84,26 @@ class EmbedParams(TypedDict):
     model: dict[str, Any]
 
 
-class ProbeParams(TypedDict):
+class EvalSettings(TypedDict):
+    """The `eval:` section: the probes' splits, bootstrap and regularisation grid."""
+
+    seed: int
+    state_splits: int
+    trait_splits: int
+    bootstrap: int
+    n_Cs: int
+    max_iter: int
+
+
+class ProbeParams(EvalSettings):
     """`eval:` plus the part probed: an embed tag, or `baselines` (benchmarks.BASELINES)."""
 
     tag: str
-    seed: int
-    state_splits: int
-    trait_splits: int
-    bootstrap: int
-    n_Cs: int
-    max_iter: int
 
 
-class EvalParams(TypedDict):
-    seed: int
-    state_splits: int
-    trait_splits: int
-    bootstrap: int
-    n_Cs: int
-    max_iter: int
+class EvalParams(EvalSettings):
+    """`eval:` plus the embed tags whose probe parts the table merges."""
+
     tags: list[str]
 
 
