@@ -141,9 +141,10 @@ def _int16_run(path, shape, aff, T=7, slope=0.0371):
 
 
 @pytest.mark.parametrize("kind", ["int16_scaled", "float32"])
-def test_nifti_frames_and_apply_frames_equal_read_nifti_and_apply(kind, flat8, grid8, tmp_path):
-    """prep's frame-major path (NiftiFrames chunks in Fortran voxel order, Projector.apply_frames with
-    remapped column indices) gives the same bits as read_nifti + Projector.apply."""
+def test_nifti_frames_and_fortran_operator_equal_read_nifti_and_apply(kind, flat8, grid8, tmp_path):
+    """prep's frame-major path (NiftiFrames chunks in Fortran voxel order, Projector.fortran_operator with
+    remapped column indices, as data.prep_cohort uses them) gives the same bits as read_nifti + Projector.apply."""
+    from paperflow.fmri.geometry import fortran_index
     from paperflow.fmri.inputs import NiftiFrames
 
     aff, shape, _ = grid8
@@ -151,13 +152,13 @@ def test_nifti_frames_and_apply_frames_equal_read_nifti_and_apply(kind, flat8, g
     X, tr = read_nifti(path, shape, aff)
     run = NiftiFrames(path, shape, aff)
     assert run.tr == tr and run.n_frames == X.shape[1]
-    c2f = np.ravel_multi_index(np.unravel_index(np.arange(X.shape[0]), shape), shape, order="F")
+    c2f = fortran_index(np.arange(X.shape[0]), shape)
     F_ref = flat8.apply(X)
     for t0, t1 in ((0, 3), (3, X.shape[1])):
         Xt = run.chunk(t0, t1)
         assert Xt.dtype == np.float32 and Xt.shape == (t1 - t0, X.shape[0])
         assert np.array_equal(Xt[:, c2f], X[:, t0:t1].T)
-        assert np.array_equal(flat8.apply_frames(Xt), F_ref[:, t0:t1])
+        assert np.array_equal(flat8.fortran_operator() @ np.ascontiguousarray(Xt.T), F_ref[:, t0:t1])
 
 
 def test_nifti_frames_errors_name_the_file(grid8, tmp_path):

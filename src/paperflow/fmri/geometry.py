@@ -227,6 +227,12 @@ def barycentric_matrix(layout: FlatLayout, grid: dict[str, Any]) -> tuple[sp.csr
 
 
 # ------------------------------------------------------------------------------- projector
+def fortran_index(c_index: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Flat voxel indices in C order (k fastest, as the operator's columns) -> the same voxels' flat
+    indices in Fortran order (i fastest, the NIfTI file's byte order)."""
+    return np.ravel_multi_index(np.unravel_index(c_index, shape), shape, order="F")
+
+
 @dataclass
 class Projector:
     """M (D x N_in) and the patch layout of its D output rows. `meta` holds the space's grid."""
@@ -300,15 +306,10 @@ class Projector:
                 self.__dict__["_M32"] = self.M.astype(np.float32)
             M32 = self.__dict__["_M32"]
             shape = tuple(int(s) for s in self.input_shape)
-            c2f = np.ravel_multi_index(np.unravel_index(np.arange(int(np.prod(shape))), shape), shape, order="F")
+            c2f = fortran_index(np.arange(int(np.prod(shape))), shape)
             self.__dict__["_MF32"] = sp.csr_matrix((M32.data, c2f[M32.indices].astype(M32.indices.dtype), M32.indptr),
                                                    shape=M32.shape)
         return self.__dict__["_MF32"]
-
-    def apply_frames(self, Xt: np.ndarray) -> np.ndarray:
-        """F = M @ X for frames given frame-major with voxels in file (Fortran) order: Xt (c, N_in)
-        -> (D, c) float32, bit-identical to apply(X) on the C-ordered (N_in, c) X."""
-        return self.fortran_operator() @ np.ascontiguousarray(np.asarray(Xt, dtype=np.float32).T)
 
     def save(self, path: str | Path) -> None:
         from paperflow.core.io import atomic_path

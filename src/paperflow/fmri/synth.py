@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from paperflow.fmri.geometry import HEMIS, Surface
+from paperflow.fmri.geometry import HEMIS, Surface, fortran_index
 
 DT = 0.1  # fine time grid (s)
 SITES = (0.72, 1.0, 2.0)
@@ -197,7 +197,7 @@ def nifti_volume(inside: np.ndarray, values: np.ndarray, shape: tuple[int, int, 
     slope = float(np.maximum(values.max(), -values.min())) / 32000.0 or 1.0  # == np.abs(values).max()
     q = values / slope
     np.round(q, out=q)
-    fidx = np.ravel_multi_index(np.unravel_index(inside, shape), shape, order="F")
+    fidx = fortran_index(inside, shape)
     rows = np.zeros((int(np.prod(shape)), T), dtype=np.int16)  # voxels in Fortran order
     rows[fidx] = q  # float32 -> int16 cast, as astype(np.int16)
     del q
