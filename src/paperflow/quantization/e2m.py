@@ -149,12 +149,10 @@ def e2m_gptq(W: torch.Tensor, H: torch.Tensor | None, block: int = 128, damp: fl
         al_all[:, bi] = fp16_round(a2.to(torch.float32))
         if gptq:
             Qb = ternary_dequant(t_all[:, b0:b1], mu_all[:, bi:bi + 1], al_all[:, bi:bi + 1], block).to(torch.float64)
-            Err = torch.zeros_like(Wb)
-            for j in range(b1 - b0):
-                d = U[b0 + j, b0 + j]
-                err = (Wb[:, j] - Qb[:, j]) / d
-                Wb[:, j + 1:] -= err[:, None] * U[b0 + j, b0 + j + 1:b1][None, :]
-                Err[:, j] = err
+            # GPTQ's in-block recursion, err_j = (w_j - sum_{i<j} err_i U_ij - q_j) / U_jj, is the triangular
+            # system Err U_bb = Wb - Qb (the block's codes are fixed before it). One solve replaces the
+            # column loop (issue 24: same system, float64; the tiny default's packed weights are unchanged).
+            Err = torch.linalg.solve_triangular(U[b0:b1, b0:b1], Wb - Qb, upper=True, left=False)
             W[:, b1:] -= Err @ U[b0:b1, b1:]
     if log is not None:
         log["err_stage1"] = err1
