@@ -50,3 +50,30 @@ def test_rotated_fp_model_logits_unchanged(tiny_llama):
     with torch.no_grad():
         out = tiny_llama(ids).logits
     assert (out - ref).abs().max() < 1e-4
+
+
+def test_loss_gradient_equals_autograd_through_spec_loss():
+    g = torch.Generator().manual_seed(5)
+    W0 = (torch.randn(24, 40, generator=g) * 0.02 + torch.randn(24, 1, generator=g) * 0.01).double()
+    grads = []
+    for f in (trimodal_loss, trimodal_loss_reference):
+        W = W0.clone().requires_grad_()
+        f(W).backward()
+        grads.append(W.grad)
+    assert torch.allclose(grads[0], grads[1], rtol=1e-9, atol=1e-12)
+    assert grads[0].abs().max() > 1e-3  # a real gradient, not zeros on both sides
+
+
+def test_loss_of_a_stack_is_the_loss_of_each_weight():
+    Ws = torch.randn(3, 16, 32, generator=torch.Generator().manual_seed(6)) * 0.02
+    assert torch.allclose(trimodal_loss(Ws), torch.stack([trimodal_loss(W) for W in Ws]), atol=1e-6)
+
+
+def test_rotate_weight_is_the_kronecker_rotation():
+    g = torch.Generator().manual_seed(7)
+    W = torch.randn(10, 48, generator=g, dtype=torch.float64)
+    C, B = torch.linalg.qr(torch.randn(6, 6, generator=g, dtype=torch.float64))[0], \
+        torch.linalg.qr(torch.randn(8, 8, generator=g, dtype=torch.float64))[0]
+    Q = torch.kron(C.contiguous(), B.T.contiguous())  # x' = Q x for row-major l×r reshapes, so W' = W Qᵀ
+    assert torch.allclose(rotate_weight(W, C, B), W @ Q.T, atol=1e-12)
+    assert torch.allclose(rotate_weight(W, C, B), rotate_in(W, C, B), atol=1e-12)

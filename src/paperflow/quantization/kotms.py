@@ -11,27 +11,60 @@ from paperflow.quantization.ops import cayley, kron_factors, random_orthogonal, 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 
+class _TrimodalLoss(torch.autograd.Function):
+    """The loss of `trimodal_loss` with its gradient written out (issue 24: autograd through the
+    ~20 elementwise ops was most of KOTMS's time; this is one forward pass and ~10 backward ops).
+
+    Per weight (rows × n, N elements): Y = row-centred W', c = mean|Y| per row (no gradient, as the
+    spec's detach), σ = c/4, z = Y/σ, γ₊, γ₋, γ₀ the mixture responsibilities, d = γ₊ − γ₋, ḡ_k = mean γ_k.
+      ∂L_nll/∂z = (z − 4d)/N                     (∂lse/∂z = 4d)
+      ∂L_bal/∂z = (8/N)[(ḡ₊−⅓)γ₊(1−d) − (ḡ₋−⅓)γ₋(1+d) − (ḡ₀−⅓)γ₀d]
+      ∂L/∂W' = centre_rows(∂L/∂z / σ)            (the row-centring projection is symmetric)
+    Checked against autograd through `trimodal_loss_reference` in tests/quantization/test_rotation.py.
+    """
+
+    @staticmethod
+    def forward(ctx, Wr: torch.Tensor, bal_weight: float) -> torch.Tensor:  # type: ignore[override]
+        Y = Wr - Wr.mean(dim=-1, keepdim=True)
+        sigma = 0.25 * Y.abs().mean(dim=-1, keepdim=True).clamp(min=1e-12)
+        z = Y / sigma
+        q = 4 * z  # d± − d₀ = ±q − 8
+        mx = torch.clamp(q.abs() - 8, min=0)  # max of (0, q − 8, −q − 8)
+        e0, ep, em = torch.exp(-mx), torch.exp(q - 8 - mx), torch.exp(-q - 8 - mx)
+        S = e0 + ep + em
+        lse = mx + torch.log(S)  # log Σ_k exp(d_k − d₀)
+        gp, gm, g0 = ep / S, em / S, e0 / S
+        per = (-2, -1)
+        nll = (0.5 * z * z - lse).mean(dim=per) + torch.log(sigma).mean(dim=per) + _LOG_SQRT_2PI - math.log(1 / 3)
+        mp, mm, m0 = gp.mean(dim=per), gm.mean(dim=per), g0.mean(dim=per)
+        bal = (mm - 1 / 3) ** 2 + (m0 - 1 / 3) ** 2 + (mp - 1 / 3) ** 2
+        ctx.save_for_backward(z, gp, gm, g0, sigma, mp, mm, m0)
+        ctx.bal_weight = bal_weight
+        return nll + bal_weight * bal
+
+    @staticmethod
+    def backward(ctx, grad_out: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
+        z, gp, gm, g0, sigma, mp, mm, m0 = ctx.saved_tensors
+        N = z.shape[-1] * z.shape[-2]
+        d = gp - gm
+
+        def dev(mean: torch.Tensor) -> torch.Tensor:
+            return (mean - 1 / 3)[..., None, None]
+
+        dz = (z - 4 * d) / N + ctx.bal_weight * (8 / N) * (dev(mp) * gp * (1 - d) - dev(mm) * gm * (1 + d)
+                                                           - dev(m0) * g0 * d)
+        dY = dz / sigma
+        return grad_out[..., None, None] * (dY - dY.mean(dim=-1, keepdim=True)), None
+
+
 def trimodal_loss(Wr: torch.Tensor, bal_weight: float = 0.1) -> torch.Tensor:
     """L_nll + 0.1·L_bal: rows pulled towards three equally used modes {−c, 0, +c}.
 
     With σ = c/4 for all three components, z = Y/σ and the component log-densities are
-    d₀ = −z²/2 − log σ − log√(2π) and d± = d₀ ± 4z − 8, which this evaluates in one pass.
+    d₀ = −z²/2 − log σ − log√(2π) and d± = d₀ ± 4z − 8, which this evaluates in one pass, with the
+    gradient of `_TrimodalLoss`. Wr: one weight [rows, n] (a scalar) or a stack [..., rows, n].
     """
-    Y = Wr - Wr.mean(dim=1, keepdim=True)
-    c = Y.abs().mean(dim=1, keepdim=True).detach().clamp(min=1e-12)
-    sigma = 0.25 * c
-    z = Y / sigma
-    a = 4 * z - 8  # d₊ − d₀
-    b = -4 * z - 8  # d₋ − d₀
-    mx = torch.clamp(torch.maximum(a, b), min=0).detach()
-    lse = mx + torch.log(torch.exp(-mx) + torch.exp(a - mx) + torch.exp(b - mx))  # log Σ exp(d_k − d₀)
-    log_mix = -0.5 * z * z - torch.log(sigma) - _LOG_SQRT_2PI + lse + math.log(1 / 3)
-    nll = -log_mix.mean()
-    g_plus = torch.exp(a - lse).mean()
-    g_minus = torch.exp(b - lse).mean()
-    g_zero = torch.exp(-lse).mean()
-    bal = (g_minus - 1 / 3) ** 2 + (g_zero - 1 / 3) ** 2 + (g_plus - 1 / 3) ** 2
-    return nll + bal_weight * bal
+    return _TrimodalLoss.apply(Wr, bal_weight)
 
 
 def trimodal_loss_reference(Wr: torch.Tensor, bal_weight: float = 0.1) -> torch.Tensor:
