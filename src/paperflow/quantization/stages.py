@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from paperflow.core.cli import stage
+from paperflow.core.memory import retain_freed_memory
 from paperflow.quantization import plan
 
 
@@ -156,6 +157,7 @@ def data(params: DataParams, *, corpus: Path, model: Path, out: Path) -> dict:
 @stage(plan=plan.kotms_params)
 def kotms(params: KotmsParams, *, model: Path, out: Path, log: Path) -> dict:
     """Learn KOTMS Kronecker rotations for every decoder linear (weights only); log = kotms_log.json."""
+    retain_freed_memory()  # model-sized temporaries: reuse freed memory, not fresh mmaps (core.memory)
     import torch
     from safetensors.torch import save_file
 
@@ -199,6 +201,7 @@ def load_kotms(path: str | Path) -> dict:
 @stage(plan=plan.sens_params)
 def sens(params: SensParams, *, model: Path, tokens: Path, kotms: Path, out: Path) -> dict:
     """ILA-AMP sensitivity sweep (delta, kappa) on validation windows, rotated FP model."""
+    retain_freed_memory()  # model-sized temporaries: reuse freed memory, not fresh mmaps (core.memory)
     from paperflow.core.io import Stage, write_json
     from paperflow.quantization.data import load_tokens, windows
     from paperflow.quantization.ilaamp import sensitivity_sweep
@@ -222,6 +225,7 @@ def sens(params: SensParams, *, model: Path, tokens: Path, kotms: Path, out: Pat
 @stage(plan=plan.weights_params)
 def weights(params: WeightsParams, *, model: Path, tokens: Path, out: Path, kotms: Path | None = None) -> dict:
     """Quantize the weights with one method and write the packed model dir (checked: packed NLL == fake-quant NLL)."""
+    retain_freed_memory()  # model-sized temporaries: reuse freed memory, not fresh mmaps (core.memory)
     from paperflow.core.io import Stage, atomic_path
     from paperflow.core.seeding import seed_everything
     from paperflow.quantization.data import load_tokens, windows
@@ -276,6 +280,7 @@ def _load_for(model: Path, qdir: Path | None):
 @stage(plan=plan.lac_params)
 def lac(params: LacParams, *, model: Path, tokens: Path, out: Path, qdir: Path | None = None) -> dict:
     """LAC: per-linear activation clip per bit-width on train windows (qdir: packed model; none: FP)."""
+    retain_freed_memory()  # model-sized temporaries: reuse freed memory, not fresh mmaps (core.memory)
     from paperflow.core.io import Stage, write_json
     from paperflow.quantization.data import load_tokens, windows
     from paperflow.quantization.lac import calibrate_clips
@@ -295,6 +300,7 @@ def lac(params: LacParams, *, model: Path, tokens: Path, out: Path, qdir: Path |
 def evaluate(params: EvalParams, *, model: Path, tokens: Path, out: Path, qdir: Path | None = None,
              lac: Path | None = None, sens: Path | None = None) -> dict:
     """Test perplexity of one (method, activation setting); mixed-precision bits chosen from sens.json."""
+    retain_freed_memory()  # model-sized temporaries: reuse freed memory, not fresh mmaps (core.memory)
     return _evaluate_loaded(_load_for(model, qdir), params, model=model, tokens=tokens, out=out, qdir=qdir, lac=lac,
                             sens=sens)
 
@@ -305,6 +311,7 @@ def evaluate_group(params: EvalGroupParams, *, model: Path, tokens: Path, out: l
     """Several activation settings of one (method, seed) in one process: the packed model is loaded once
     and each setting is evaluated and written exactly as `eval` would (its own JSON and manifest; the
     activation bits and clips of every linear are set afresh for each). `out` pairs with `params.runs`."""
+    retain_freed_memory()  # model-sized temporaries: reuse freed memory, not fresh mmaps (core.memory)
     runs = params["runs"]
     if len(out) != len(runs):
         raise ValueError(f"eval-group: {len(runs)} settings but {len(out)} --out files")
@@ -377,6 +384,7 @@ def report(params: ReportParams, *, results: Path, evals: list[Path], sens: Path
 @stage("ul-quantize", plan=plan.ul_quantize_params)
 def ul_quantize(params: UlQuantizeParams, *, model: Path, original: Path, out: Path) -> dict:
     """Cross-study: weight-only RTN quantization of an unlearning checkpoint (dense export)."""
+    retain_freed_memory()  # model-sized temporaries: reuse freed memory, not fresh mmaps (core.memory)
     from paperflow.core.io import Stage, atomic_path
     from paperflow.quantization.cross_unlearning import quantize_checkpoint
 
@@ -400,6 +408,7 @@ def ul_eval(params: UlEvalParams, *, model: Path, original: Path, data: Path, re
     of the unlearning package is imported here). Writes each `out` (metrics.json) and samples.jsonl
     beside it.
     """
+    retain_freed_memory()  # model-sized temporaries: reuse freed memory, not fresh mmaps (core.memory)
     import subprocess
     import sys
 
