@@ -68,6 +68,30 @@ def test_bootstrap_ci_brackets_mean():
         assert lo <= m <= hi and lo < hi
 
 
+def _bootstrap_loop(cs, groups, n, ks, n_boot, rng, alpha=0.05):
+    """The per-resample loop `bootstrap_ci` replaced (one concatenation and mean per resample)."""
+    cs, groups = np.asarray(cs), np.asarray(groups)
+    uniq = np.unique(groups)
+    per = {k: np.array([leak_at_k(n, int(c), k) for c in cs]) for k in ks}
+    idx = [np.flatnonzero(groups == g) for g in uniq]
+    draws = rng.integers(0, len(uniq), size=(n_boot, len(uniq)))
+    out = {}
+    for k in ks:
+        vals = np.array([per[k][np.concatenate([idx[g] for g in d])].mean() for d in draws])
+        out[k] = (float(np.quantile(vals, alpha / 2)), float(np.quantile(vals, 1 - alpha / 2)))
+    return out
+
+
+@pytest.mark.parametrize("groups", [np.arange(40), np.arange(40) // 10, np.arange(40)[::-1] % 7])
+def test_bootstrap_ci_equals_the_per_resample_loop_exactly(groups):
+    # prompts (size 1), authors (equal sizes: the index-matrix path) and unequal groups (the loop path)
+    rng = np.random.default_rng(5)
+    cs = rng.integers(0, 65, 40)
+    ks = [1, 2, 4, 8, 16, 32, 64]
+    got = bootstrap_ci(cs, groups, 64, ks, 500, np.random.default_rng(9))
+    assert got == _bootstrap_loop(cs, groups, 64, ks, 500, np.random.default_rng(9))  # ==, not approx
+
+
 def test_expected_max_matches_bruteforce():
     s = [0.1, 0.9, 0.3, 0.5, 0.2]
     for k in range(1, 6):

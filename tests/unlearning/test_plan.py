@@ -69,3 +69,42 @@ def test_the_train_stage_runs_each_model_with_its_own_parameters_and_base(monkey
     for bad in (out[:-1], out[:-1] + [tmp_path / "x" / names[0]], out[:-1] + [tmp_path / "other"]):
         with pytest.raises(SystemExit, match="--out"):
             stages.train(group, data=tmp_path, full=tmp_path, retain=tmp_path, out=bad)
+
+
+def _merged(*names: str) -> dict:
+    """The validated config of `--configfile a.yaml b.yaml ...` (Snakemake's recursive update)."""
+    import yaml
+    from snakemake.utils import update_config
+
+    from paperflow.core.config import validate_config
+
+    cfg: dict = {}
+    for n in names:
+        update_config(cfg, yaml.safe_load((REPO / "config" / n).read_text()))
+    return validate_config(cfg, " + ".join(names))
+
+
+def test_tiny_default_methods_are_the_schema_methods_but_rmu_layer():
+    """config.yaml lists the methods only to move RMU's layer into the 2-layer model; every other
+    hyperparameter must stay the schema's (one source of truth)."""
+    from paperflow.core.config import validate_config
+
+    schema_methods = validate_config({"unlearning": {"enabled": True}})["unlearning"]["methods"]
+    cfg = _merged("config.yaml")["unlearning"]
+    assert cfg["model"]["num_layers"] == 2 and cfg["finetune"]["batch_size"] == 16
+    assert set(cfg["methods"]) == set(schema_methods)
+    for name, entry in cfg["methods"].items():
+        diff = {k for k in entry if entry[k] != schema_methods[name][k]}
+        assert diff == ({"layer"} if name == "rmu" else set()), name
+    assert cfg["methods"]["rmu"]["layer"] < cfg["model"]["num_layers"]
+
+
+def test_spec_overlay_restores_the_spec_sizes():
+    from paperflow.core.config import validate_config
+
+    schema = validate_config({"unlearning": {"enabled": True}})["unlearning"]
+    cfg = _merged("config.yaml", "unlearning_spec.yaml")["unlearning"]
+    assert cfg["model"] == schema["model"] and cfg["model"]["num_layers"] == 4
+    assert cfg["finetune"]["batch_size"] == schema["finetune"]["batch_size"] == 32
+    assert cfg["methods"] == schema["methods"]  # RMU back on layer 2 of 4, the rest untouched
+    assert cfg["seeds"] == [0, 1, 2] and cfg["finetune"]["per_seed"]

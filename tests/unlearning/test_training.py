@@ -84,3 +84,17 @@ def test_rule_resumes_per_round_to_the_same_weights(tiny_lm, tmp_path):
     assert out is None and saved == [1]
     resumed, res, saved = run(ck=tmp_path / "rule.ckpt")
     assert saved == [2] and res == res_ref and _same(resumed, ref)
+
+
+def test_load_tokenizer_is_shared_by_identical_copies_only(tiny_lm, tmp_path):
+    import shutil
+
+    from paperflow.unlearning.model import load_tokenizer, train_tokenizer
+
+    tok, _, rows, d = tiny_lm
+    shutil.copytree(d / "tok", tmp_path / "copy")
+    assert load_tokenizer(tmp_path / "copy") is load_tokenizer(d / "tok")  # same bytes: loaded once
+    train_tokenizer(["a different vocabulary entirely"], tmp_path / "other")
+    other = load_tokenizer(tmp_path / "other")
+    assert other is not load_tokenizer(d / "tok")
+    assert other.vocab_size != tok.vocab_size

@@ -38,13 +38,42 @@ def train_tokenizer(texts: Sequence[str], out_dir: str | Path) -> int:
     return fast.vocab_size
 
 
-def load_tokenizer(path: str | Path):
-    from transformers import AutoTokenizer
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt",
+                    "tokenizer.model", "added_tokens.json", "config.json")  # config.json: AutoTokenizer may read it
 
-    tok = AutoTokenizer.from_pretrained(str(path))
-    if tok.pad_token_id is None:
-        tok.pad_token = tok.eos_token
-    return tok
+
+def _tokenizer_digest(path: Path) -> str:
+    """sha256 over the tokenizer files of a save_pretrained dir (names and bytes)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for name in _TOKENIZER_FILES:
+        f = path / name
+        if f.is_file():
+            h.update(name.encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def load_tokenizer(path: str | Path):
+    """The tokenizer of a save_pretrained dir (pad = EOS when it has none).
+
+    Loaded once per process per distinct set of tokenizer files: every tiny model directory carries a
+    byte-identical copy of the pipeline's tokenizer, and `AutoTokenizer.from_pretrained` costs ≈ 0.25 s,
+    paid 9-11 times by each `train` / `sample` job before (issue 24). The returned object is shared, so
+    callers must not mutate it (none does: encode, decode and save_pretrained only)."""
+    path = Path(path)
+    key = _tokenizer_digest(path) if path.is_dir() else str(path)  # a hub id (the real tier) as itself
+    if key not in _TOKENIZERS:
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(str(path))
+        if tok.pad_token_id is None:
+            tok.pad_token = tok.eos_token
+        _TOKENIZERS[key] = tok
+    return _TOKENIZERS[key]
+
+
+_TOKENIZERS: dict[str, Any] = {}
 
 
 def build_tiny(m: dict[str, Any], tok) -> Any:
