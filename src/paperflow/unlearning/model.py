@@ -42,16 +42,11 @@ _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_m
                     "tokenizer.model", "added_tokens.json", "config.json")  # config.json: AutoTokenizer may read it
 
 
-def _tokenizer_digest(path: Path) -> str:
-    """sha256 over the tokenizer files of a save_pretrained dir (names and bytes)."""
-    import hashlib
+def _tokenizer_key(path: Path) -> tuple[tuple[str, str], ...]:
+    """(file name, sha256) of the tokenizer files of a save_pretrained dir (`core.io.file_digest`)."""
+    from paperflow.core.io import file_digest
 
-    h = hashlib.sha256()
-    for name in _TOKENIZER_FILES:
-        f = path / name
-        if f.is_file():
-            h.update(name.encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()
+    return tuple((name, file_digest(path / name)) for name in _TOKENIZER_FILES if (path / name).is_file())
 
 
 def load_tokenizer(path: str | Path):
@@ -62,7 +57,7 @@ def load_tokenizer(path: str | Path):
     paid 9-11 times by each `train` / `sample` job before (issue 24). The returned object is shared, so
     callers must not mutate it (none does: encode, decode and save_pretrained only)."""
     path = Path(path)
-    key = _tokenizer_digest(path) if path.is_dir() else str(path)  # a hub id (the real tier) as itself
+    key = _tokenizer_key(path) if path.is_dir() else str(path)  # a hub id (the real tier) as itself
     if key not in _TOKENIZERS:
         from transformers import AutoTokenizer
 
@@ -73,7 +68,7 @@ def load_tokenizer(path: str | Path):
     return _TOKENIZERS[key]
 
 
-_TOKENIZERS: dict[str, Any] = {}
+_TOKENIZERS: dict[Any, Any] = {}
 
 
 def build_tiny(m: dict[str, Any], tok) -> Any:
