@@ -2,6 +2,7 @@
 
     OMP_NUM_THREADS=1 python bench/robotics_lam_oracle.py DATA [--steps 300] [--lr 3e-3] [--residual]
         [--grid 4] [--d-model 64] [--frame-gap 3] [--seeds 0] [--modes oracle,zero,lam] [--json OUT]
+        [--readout] [--pixels RES]
 
 DATA is an extracted robotics dataset (`data/robotics/mv` of a pipeline run, or any `paperflow robotics
 extract` output). For each mode the LAM of `paperflow.robotics.model` (frozen stem, same decoder) is
@@ -16,7 +17,10 @@ treats views) and scored by the validation reconstruction loss per slot:
 
 If `oracle` does not beat `zero`, no encoder can make the latent action-centric at this step count: the
 decoder has not learned to use motion. If `oracle` beats `zero` but `lam` sits at `zero`, the encoder or
-the quantiser is the bottleneck. Validation split only (never test). Results: src/paperflow/robotics/README.md.
+the quantiser is the bottleneck. `--readout` adds, for the `lam` mode's slot 0, the probe's NMSE per axis,
+probes on the whole z_q, on the one-hot code tuple and on the pre-quantisation latent h, and the raw-pixel
+probe per axis on the same clips (`_readouts`). `--pixels RES` swaps the frozen stem for spec c.2's `pixels`
+e(.) (raw patches as tokens and target). Validation split only (never test). Results: src/paperflow/robotics/README.md.
 """
 
 from __future__ import annotations
@@ -30,8 +34,29 @@ from typing import Any
 import numpy as np
 
 
+def _pixel_stem(grid: int, res: int) -> Any:
+    """Spec c.2's `pixels` alternative for e(.): frames area-averaged to res x res, cut into grid x grid patches,
+    each patch's raw pixels (in [-1, 1]) one token; the LAM's trainable input projection is the patch
+    embedding and the decoder's target is the future frame's raw patches (never a trainable e)."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class PixelPatches(nn.Module):
+        @torch.no_grad()
+        def forward(self, img: Any) -> Any:
+            x = img.permute(0, 3, 1, 2).float() / 127.5 - 1.0
+            if x.shape[-1] != res:
+                x = F.adaptive_avg_pool2d(x, res)
+            q = res // grid
+            x = x.reshape(len(x), 3, grid, q, grid, q).permute(0, 2, 4, 3, 5, 1)
+            return x.reshape(len(x), grid * grid, q * q * 3)
+
+    return PixelPatches()
+
+
 def run(data: Path, mode: str, steps: int, lr: float, residual: bool, grid: int, d_model: int, k: int,
-        seed: int, batch: int = 32) -> dict[str, Any]:
+        seed: int, batch: int = 32, readout: bool = False, pixels: int = 0) -> dict[str, Any]:
     import torch
     import torch.nn as nn
 
@@ -44,7 +69,11 @@ def run(data: Path, mode: str, steps: int, lr: float, residual: bool, grid: int,
 
     torch.manual_seed(seed)
     cfg = LAMConfig(grid=grid, d_model=d_model, residual=residual)
+    if pixels:
+        cfg.feat_channels = 3 * (pixels // grid) ** 2
     model = LAM(cfg)
+    if pixels:
+        model.stem = _pixel_stem(grid, pixels)
     slots = [0, 1]
     tr, va = load_episodes(data, "train", slots), load_episodes(data, "val", slots)
     ctr, cva = clips(tr, k), clips(va, k)
@@ -100,7 +129,78 @@ def run(data: Path, mode: str, steps: int, lr: float, residual: bool, grid: int,
             out[f"probe_nmse_slot{s}"] = pr["val"]["nmse"]
             out[f"ksg_slot{s}"] = mi.ksg_mi(Z["val"], A["val"], k=4, seed=seed)
             out[f"codes_slot{s}"] = int(len(np.unique(sets["val"]["codes"][:, s])))
+        if readout:
+            out.update(_readouts(model, sets, A, (tr, va), (ctr, cva), ftr, fva))
         out["n_val_pairs"] = int(len(A["val"]))
+    return out
+
+
+def _readouts(model: Any, sets: dict[str, Any], A: dict[str, np.ndarray], splits: tuple[Any, Any],
+              cl: tuple[dict[str, np.ndarray], dict[str, np.ndarray]], ftr: Any, fva: Any) -> dict[str, Any]:
+    """Slot 0 only: how readable is the action from the latent, beyond the pipeline's PCA-16 ridge probe?
+
+    - `probe_axis_slot0`: the PCA-16 ridge probe's NMSE per target axis (x, y, z);
+    - `probe_full_slot0`: ridge on the whole z_q (no PCA);
+    - `probe_onehot_slot0`: ridge on the one-hot code of each query token (spec c.4's representation (ii),
+      the discrete code tuple, read linearly: 4 x 16 indicators);
+    - `probe_h_slot0`: ridge on the pre-quantisation latent h (PCA-16), i.e. what the quantiser throws away.
+    Every probe is fitted on train clips (alpha by grouped CV) and scored on validation clips.
+    """
+    import torch
+
+    from paperflow.robotics import mi
+    from paperflow.robotics.evaluate import _pca
+
+    def probe(ztr: np.ndarray, zva: np.ndarray) -> dict[str, Any]:
+        pr = mi.ridge_probe(mi.standardize(ztr, ztr), A["train"], sets["train"]["episode"],
+                            {"val": (mi.standardize(zva, ztr), A["val"])})
+        return pr
+
+    out: dict[str, Any] = {}
+    pca = _pca(sets["train"]["z"][:, 0], 16)
+    Z = {k: pca.transform(sets[k]["z"][:, 0]) for k in sets}
+    from sklearn.linear_model import Ridge
+
+    alpha = probe(Z["train"], Z["val"])["alpha"]
+    pred = Ridge(alpha=alpha).fit(mi.standardize(Z["train"], Z["train"]), A["train"]).predict(
+        mi.standardize(Z["val"], Z["train"]))
+    err = ((pred - A["val"]) ** 2).sum(0) / ((A["val"] - A["val"].mean(0)) ** 2).sum(0)
+    out["probe_axis_slot0"] = [round(float(e), 4) for e in err]
+    out["probe_full_slot0"] = probe(sets["train"]["z"][:, 0], sets["val"]["z"][:, 0])["val"]["nmse"]
+    n_codes = int(model.vq.codebook.shape[0])
+
+    def onehot(codes: np.ndarray) -> np.ndarray:
+        return np.concatenate([np.eye(n_codes)[codes[:, q]] for q in range(codes.shape[1])], 1)
+
+    out["probe_onehot_slot0"] = probe(onehot(sets["train"]["codes"][:, 0]), onehot(sets["val"]["codes"][:, 0]))[
+        "val"]["nmse"]
+    hs = {}
+    for split, (c, f) in {"train": (cl[0], ftr), "val": (cl[1], fva)}.items():
+        ok = c["mask"].all(1)
+        i0, i1 = c["i0"][ok], c["i1"][ok]
+        with torch.no_grad():
+            hs[split] = np.concatenate([model.encode(f[i0[i:i + 256], 0], f[i1[i:i + 256], 0])[1].flatten(1).numpy()
+                                        for i in range(0, len(i0), 256)])
+    hp = _pca(hs["train"], 16)
+    out["probe_h_slot0"] = probe(hp.transform(hs["train"]), hp.transform(hs["val"]))["val"]["nmse"]
+    # the frames themselves, per axis: the action-check's raw probe ([o_t, o_t+k - o_t] at 16^2, standardised,
+    # PCA 128 on train), here on the same train / validation clips as the latent probes above
+    from paperflow.robotics.visibility import _downsample
+
+    raw = {}
+    for split, (sp, c) in {"train": (splits[0], cl[0]), "val": (splits[1], cl[1])}.items():
+        ok = c["mask"].all(1)
+        x = _downsample(sp.images[:, 0], 16)
+        raw[split] = np.concatenate([x[c["i0"][ok]], x[c["i1"][ok]] - x[c["i0"][ok]]], 1)
+    mu, sd = raw["train"].mean(0), raw["train"].std(0) + 1e-6
+    rp = _pca((raw["train"] - mu) / sd, 128)
+    Rtr, Rva = rp.transform((raw["train"] - mu) / sd), rp.transform((raw["val"] - mu) / sd)
+    ra = mi.ridge_probe(Rtr, A["train"], sets["train"]["episode"], {"val": (Rva, A["val"])},
+                        alphas=(1, 10, 100, 1000, 1e4, 1e5))
+    pred = Ridge(alpha=ra["alpha"]).fit(Rtr, A["train"]).predict(Rva)
+    err = ((pred - A["val"]) ** 2).sum(0) / ((A["val"] - A["val"].mean(0)) ** 2).sum(0)
+    out["raw_probe_slot0"] = ra["val"]["nmse"]
+    out["raw_axis_slot0"] = [round(float(e), 4) for e in err]
     return out
 
 
@@ -116,11 +216,15 @@ def main() -> None:
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--modes", default="oracle,zero,lam")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--readout", action="store_true", help="lam mode: also the readout probes of _readouts")
+    ap.add_argument("--pixels", type=int, default=0, metavar="RES",
+                    help="e(.) = raw pixel patches of frames pooled to RES^2 (spec c.2 `pixels`), not the frozen stem")
     a = ap.parse_args()
     rows = []
     for seed in (int(s) for s in a.seeds.split(",")):
         for mode in a.modes.split(","):
-            r = run(a.data, mode, a.steps, a.lr, a.residual, a.grid, a.d_model, a.frame_gap, seed)
+            r = run(a.data, mode, a.steps, a.lr, a.residual, a.grid, a.d_model, a.frame_gap, seed, readout=a.readout,
+                    pixels=a.pixels)
             rows.append(r)
             print(json.dumps({key: round(val, 4) if isinstance(val, float) else val for key, val in r.items()}),
                   flush=True)
