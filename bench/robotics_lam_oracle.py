@@ -63,7 +63,7 @@ def run(data: Path, mode: str, steps: int, lr: float, residual: bool, grid: int,
     from paperflow.core.schedule import lambda_lr
     from paperflow.robotics import mi
     from paperflow.robotics.data import clips, load_episodes
-    from paperflow.robotics.evaluate import _pca, latents
+    from paperflow.robotics.evaluate import _pca, latents, project
     from paperflow.robotics.model import LAM, LAMConfig, rec_loss
     from paperflow.robotics.train import features
 
@@ -123,7 +123,7 @@ def run(data: Path, mode: str, steps: int, lr: float, residual: bool, grid: int,
         A = {s: mi.standardize(sets[s]["action6"][:, :3], sets["train"]["action6"][:, :3]) for s in sets}
         for s in slots:
             pca = _pca(sets["train"]["z"][:, s], 16)
-            Z = {key: pca.transform(sets[key]["z"][:, s]) for key in sets}
+            Z = {key: project(pca, sets[key]["z"][:, s]) for key in sets}
             pr = mi.ridge_probe(mi.standardize(Z["train"], Z["train"]), A["train"], sets["train"]["episode"],
                                 {"val": (mi.standardize(Z["val"], Z["train"]), A["val"])})
             out[f"probe_nmse_slot{s}"] = pr["val"]["nmse"]
@@ -149,7 +149,7 @@ def _readouts(model: Any, sets: dict[str, Any], A: dict[str, np.ndarray], splits
     import torch
 
     from paperflow.robotics import mi
-    from paperflow.robotics.evaluate import _pca
+    from paperflow.robotics.evaluate import _pca, project
 
     def probe(ztr: np.ndarray, zva: np.ndarray) -> dict[str, Any]:
         pr = mi.ridge_probe(mi.standardize(ztr, ztr), A["train"], sets["train"]["episode"],
@@ -158,7 +158,7 @@ def _readouts(model: Any, sets: dict[str, Any], A: dict[str, np.ndarray], splits
 
     out: dict[str, Any] = {}
     pca = _pca(sets["train"]["z"][:, 0], 16)
-    Z = {k: pca.transform(sets[k]["z"][:, 0]) for k in sets}
+    Z = {k: project(pca, sets[k]["z"][:, 0]) for k in sets}
     from sklearn.linear_model import Ridge
 
     alpha = probe(Z["train"], Z["val"])["alpha"]

@@ -77,3 +77,14 @@ def test_bootstrap_by_episode():
     groups = np.repeat(np.arange(50), 20)
     lo, hi = mi.bootstrap_episodes(lambda i: mi.ksg_mi(x[i], y[i]), groups, 10, 0)
     assert lo < hi and lo > 0.5
+
+
+def test_standardize_treats_rounding_level_spread_as_constant():
+    rng = np.random.default_rng(0)
+    live = rng.standard_normal(100)
+    rounding = 0.5 + 1e-9 * rng.standard_normal(100)  # a constant column carrying float rounding
+    out = mi.standardize(np.stack([live, rounding], 1))
+    assert out[:, 0].std() == pytest.approx(1.0)
+    assert np.abs(out[:, 1]).max() < 1e-8  # not blown up to unit variance
+    small = 1e-3 * live  # a small but real spread is still standardised
+    assert mi.standardize(np.stack([live, small], 1))[:, 1].std() == pytest.approx(1.0)

@@ -20,13 +20,19 @@ EVAL_SLOTS = [0, 1]
 
 
 def latents(model: Any, sp: Any, c: dict[str, np.ndarray], bs: int = 256) -> dict[str, np.ndarray]:
-    """z_q (n, V, Q*d_z), codes (n, V, Q), reconstruction losses for each clip."""
+    """z_q (n, V, Q*d_z, float64), codes (n, V, Q), reconstruction losses for each clip.
+
+    z_q is read from the codebook (the code vectors themselves), not from the straight-through output
+    h + sg(c - h): in float32 that differs from c by rounding that depends on h, so two clips with the
+    same codes would get different z_q, and the estimators (which standardise every dimension) would read
+    the pre-quantisation latent through the rounding -- a collapsed one-code LAM then shows KSG > 0."""
     import torch
 
     from paperflow.robotics.model import rec_loss
     from paperflow.robotics.train import features
 
     feats = features(model, sp.images)
+    book = model.vq.codebook.detach().double()
     zs, codes, rs, rc = [], [], [], []
     with torch.no_grad():
         for i in range(0, len(c["i0"]), bs):
@@ -36,7 +42,7 @@ def latents(model: Any, sp: Any, c: dict[str, np.ndarray], bs: int = 256) -> dic
                 z, _, _, code = model.encode(f0[:, v], f1[:, v])
                 zz.append(z)
                 cc.append(code)
-            zs.append(torch.stack(zz, 1).flatten(2).numpy())
+            zs.append(book[torch.stack(cc, 1)].flatten(2).numpy())
             codes.append(torch.stack(cc, 1).numpy())
             rs.append(rec_loss(model.decode(f0[:, 0], zz[0]), f1[:, 0]).numpy())
             rc.append(rec_loss(model.decode(f0[:, 0], zz[1]), f1[:, 0]).numpy() if len(zz) > 1 else rs[-1])
@@ -51,6 +57,17 @@ def _pca(train: np.ndarray, dim: int) -> Any:
     from sklearn.decomposition import PCA
 
     return PCA(n_components=min(dim, train.shape[1], len(train)), random_state=0).fit(train)
+
+
+def project(pca: Any, x: np.ndarray) -> np.ndarray:
+    """`pca.transform(x)` with equal input rows mapped to bitwise-equal outputs. A matrix product can round
+    equal rows differently (BLAS blocks rows), and the estimators standardise every dimension, which would
+    blow that rounding up into a spurious variable: a latent with one code would no longer be constant."""
+    x = np.asarray(x, np.float64)
+    if len(x) == 0:
+        return np.zeros((0, int(pca.n_components_)))
+    uniq, inv = np.unique(x, axis=0, return_inverse=True)
+    return pca.transform(uniq)[np.asarray(inv).ravel()]
 
 
 def evaluate_lam(model_dir: str | Path, mv_dir: str | Path, p: dict[str, Any], seed: int) -> dict[str, Any]:
@@ -80,7 +97,7 @@ def evaluate_lam(model_dir: str | Path, mv_dir: str | Path, p: dict[str, Any], s
             "mean": lambda s: sets[s]["z"].mean(1)}
     for name, get in reps.items():
         pca = _pca(get("train"), p["pca_dim"])
-        Z = {s: pca.transform(get(s)) for s in sets}
+        Z = {s: project(pca, get(s)) for s in sets}
         r: dict[str, Any] = {"pca_dim": int(pca.n_components_)}
         r["ksg"] = mi.ksg_mi(Z["test"], A["test"], k=kn, seed=seed)
         r["ksg_ci95"] = mi.bootstrap_episodes(lambda idx: mi.ksg_mi(Z["test"][idx], A["test"][idx], k=kn, seed=seed),

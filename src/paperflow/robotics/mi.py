@@ -16,11 +16,15 @@ from scipy.spatial import cKDTree
 from scipy.special import digamma, gammaln
 
 
-def standardize(x: np.ndarray, ref: np.ndarray | None = None) -> np.ndarray:
+def standardize(x: np.ndarray, ref: np.ndarray | None = None, rtol: float = 1e-6) -> np.ndarray:
+    """(x - mean(ref)) / sd(ref) per column. A column of `ref` whose sd is at most `rtol` x the largest |value|
+    of `ref` is treated as constant (divided by 1, not by its sd): below float32 precision its spread is
+    rounding, and scaling rounding up to unit variance would hand the estimators a spurious variable."""
     x = np.asarray(x, np.float64).reshape(len(x), -1)
     ref = x if ref is None else np.asarray(ref, np.float64).reshape(len(ref), -1)
-    sd = ref.std(0)
-    return (x - ref.mean(0)) / np.where(sd > 0, sd, 1.0)
+    sd = ref.std(0) if len(ref) else np.zeros(ref.shape[1])
+    scale = float(np.abs(ref).max()) if ref.size else 0.0
+    return (x - ref.mean(0)) / np.where(sd > rtol * scale, sd, 1.0)
 
 
 def _jitter(x: np.ndarray, rng: np.random.Generator, scale: float = 1e-10) -> np.ndarray:
