@@ -2,7 +2,7 @@
 
     OMP_NUM_THREADS=1 python bench/robotics_lam_oracle.py DATA [--steps 300] [--lr 3e-3] [--residual]
         [--grid 4] [--d-model 64] [--frame-gap 3] [--seeds 0] [--modes oracle,zero,lam] [--json OUT]
-        [--readout] [--pixels RES]
+        [--readout] [--pixels RES] [--oracle-axes 0,1,2]
 
 DATA is an extracted robotics dataset (`data/robotics/mv` of a pipeline run, or any `paperflow robotics
 extract` output). For each mode the LAM of `paperflow.robotics.model` (frozen stem, same decoder) is
@@ -10,7 +10,7 @@ trained on self-view reconstruction of slots 0 and 1 (one slot drawn per sample,
 treats views) and scored by the validation reconstruction loss per slot:
 
 - `oracle`: the decoder's latent is a learned linear map of the *true* window motion (xyz, z-scored) —
-  the best an encoder could hand it;
+  the best an encoder could hand it (`--oracle-axes`: only some axes, to see which motion the decoder can use);
 - `zero`: the same with the motion zeroed — the decoder predicts o_t+k from o_t alone;
 - `lam`: the real encoder and VQ (the single-view LAM); also its latent's ridge-probe NMSE and KSG on
   validation clips (slot 0 and 1, PCA 16 fitted on train, xyz target).
@@ -56,7 +56,8 @@ def _pixel_stem(grid: int, res: int) -> Any:
 
 
 def run(data: Path, mode: str, steps: int, lr: float, residual: bool, grid: int, d_model: int, k: int,
-        seed: int, batch: int = 32, readout: bool = False, pixels: int = 0) -> dict[str, Any]:
+        seed: int, batch: int = 32, readout: bool = False, pixels: int = 0,
+        oracle_axes: tuple[int, ...] = (0, 1, 2)) -> dict[str, Any]:
     import torch
     import torch.nn as nn
 
@@ -80,6 +81,7 @@ def run(data: Path, mode: str, steps: int, lr: float, residual: bool, grid: int,
     ftr, fva = features(model, tr.images), features(model, va.images)
     mu, sd = ctr["action6"][:, :3].mean(0), ctr["action6"][:, :3].std(0) + 1e-9
     orc = nn.Linear(3, cfg.n_queries * cfg.d_z)
+    keep = torch.tensor([1.0 if ax in oracle_axes else 0.0 for ax in range(3)])
     params = [p for p in model.parameters() if p.requires_grad] + (list(orc.parameters()) if mode != "lam" else [])
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=1e-4)
     sched = lambda_lr(opt, steps, max(1, steps // 20))
@@ -91,6 +93,7 @@ def run(data: Path, mode: str, steps: int, lr: float, residual: bool, grid: int,
             z, _, vq, _ = model.encode(f0, f1)
             return z, vq
         act = torch.tensor((a6[:, :3] - mu) / sd, dtype=torch.float32) * (1.0 if mode == "oracle" else 0.0)
+        act = act * keep  # `oracle_axes`: the motion axes the oracle is shown (the rest zeroed)
         return orc(act).view(len(a6), cfg.n_queries, cfg.d_z), torch.zeros(len(a6))
 
     t0 = time.time()
@@ -108,6 +111,8 @@ def run(data: Path, mode: str, steps: int, lr: float, residual: bool, grid: int,
         if mode == "lam" and (step + 1) % 25 == 0:
             model.vq.reset_dead(gen)
     out: dict[str, Any] = {"mode": mode, "seed": seed, "train_s": round(time.time() - t0, 1)}
+    if mode == "oracle":
+        out["oracle_axes"] = list(oracle_axes)
     model.eval()
     with torch.no_grad():
         for s in slots:
@@ -217,6 +222,7 @@ def main() -> None:
     ap.add_argument("--modes", default="oracle,zero,lam")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--readout", action="store_true", help="lam mode: also the readout probes of _readouts")
+    ap.add_argument("--oracle-axes", default="0,1,2", help="motion axes (x=0, y=1, z=2) the oracle sees")
     ap.add_argument("--pixels", type=int, default=0, metavar="RES",
                     help="e(.) = raw pixel patches of frames pooled to RES^2 (spec c.2 `pixels`), not the frozen stem")
     a = ap.parse_args()
@@ -224,7 +230,7 @@ def main() -> None:
     for seed in (int(s) for s in a.seeds.split(",")):
         for mode in a.modes.split(","):
             r = run(a.data, mode, a.steps, a.lr, a.residual, a.grid, a.d_model, a.frame_gap, seed, readout=a.readout,
-                    pixels=a.pixels)
+                    pixels=a.pixels, oracle_axes=tuple(int(x) for x in a.oracle_axes.split(",")))
             rows.append(r)
             print(json.dumps({key: round(val, 4) if isinstance(val, float) else val for key, val in r.items()}),
                   flush=True)
