@@ -60,3 +60,14 @@ def test_project_maps_equal_rows_to_equal_rows():
     assert len(np.unique(Z, axis=0)) == 3
     np.testing.assert_allclose(Z, pca.transform(x), atol=1e-10)
     assert project(pca, x[:0]).shape == (0, 4)
+
+
+def test_per_dim_section_names_the_probed_axes():
+    from paperflow.robotics.report import per_dim_section
+
+    agg = {"mvp": {"probe_nmse_per_dim_slot0": {"mean": [0.9, 0.95, 0.43]}},
+           "single": {"probe_nmse_per_dim_slot0": {"mean": [0.8, 1.04, 0.48]}}}
+    text = per_dim_section(agg, [0, 1, 2])
+    assert "| model | x | y | z |" in text and "| single | 0.800 | 1.040 | 0.480 |" in text
+    assert per_dim_section(agg, [0, 1, 2, 5]) == ""  # dims do not match the runs: no table, not a wrong one
+    assert per_dim_section({"mvp": {}}, [0, 1, 2]) == ""  # runs without the per-dim numbers

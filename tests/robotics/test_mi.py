@@ -88,3 +88,14 @@ def test_standardize_treats_rounding_level_spread_as_constant():
     assert np.abs(out[:, 1]).max() < 1e-8  # not blown up to unit variance
     small = 1e-3 * live  # a small but real spread is still standardised
     assert mi.standardize(np.stack([live, small], 1))[:, 1].std() == pytest.approx(1.0)
+
+
+def test_ridge_probe_reports_nmse_per_dim():
+    rng = np.random.default_rng(0)
+    z = rng.standard_normal((400, 4))
+    a = np.stack([z[:, 0] + 0.1 * rng.standard_normal(400), rng.standard_normal(400)], 1)  # dim 1: not in z
+    g = np.arange(400) // 20
+    out = mi.ridge_probe(z[:300], a[:300], g[:300], {"test": (z[300:], a[300:])})["test"]
+    d = out["nmse_per_dim"]
+    assert len(d) == 2 and d[0] < 0.05 and d[1] > 0.9
+    assert np.mean(d) == pytest.approx(out["nmse"])

@@ -53,11 +53,15 @@ def test_outputs_and_manifests(run_dir):
         for seed in cfg["seeds"]:
             m = json.loads((run_dir / RES / model / f"seed{seed}" / "metrics.json").read_text())
             assert m["n_pairs"]["test"] > 0 and isinstance(m["slot0"]["ksg"], float)
+            per_dim = m["slot0"]["probe_nmse_per_dim"]  # one per probed action dim, averaging to the probe NMSE
+            assert len(per_dim) == len(cfg["eval"]["action_dims"])
+            assert sum(per_dim) / len(per_dim) == pytest.approx(m["slot0"]["probe_nmse"])
             tm = read_manifest(run_dir / f"models/robotics/mvplam/{model}/seed{seed}")
             assert tm["seed"] == seed and tm["config"] == plan.train_params(cfg, model)
             assert (run_dir / f"models/robotics/mvplam/{model}/seed{seed}/model.safetensors").exists()
     agg = json.loads((run_dir / RES / "metrics.json").read_text())
     assert set(agg["models"]) == set(cfg["lam"]["models"])
+    assert "## Probe NMSE per action dimension (slot 0" in text
 
 
 @pytest.mark.workflow

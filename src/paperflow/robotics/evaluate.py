@@ -110,6 +110,7 @@ def evaluate_lam(model_dir: str | Path, mv_dir: str | Path, p: dict[str, Any], s
         probe = mi.ridge_probe(mi.standardize(get("train"), get("train")), A["train"], tr["episode"],
                                {"test": (mi.standardize(get("test"), get("train")), A["test"])})
         r["probe_alpha"], r["probe_nmse"], r["probe_nmse_pooled"] = probe["alpha"], probe["test"]["nmse"], probe["test"]["nmse_pooled"]
+        r["probe_nmse_per_dim"] = probe["test"].get("nmse_per_dim", [])  # in the order of `action_dims`
         px = mi.ridge_probe(mi.standardize(get("train"), get("train")), A["train"][:, :3], tr["episode"],
                             {"test": (mi.standardize(get("test"), get("train")), A["test"][:, :3])})
         r["probe_nmse_xyz"] = px["test"]["nmse"]

@@ -4,7 +4,7 @@
 - `mixed_mi`: Ross (2014) estimator for a discrete Z (code tuples) and continuous A.
 - `kl_entropy`: Kozachenko-Leonenko differential entropy (Euclidean), nats.
 - `ba_bound`: Barber-Agakov lower bound H(A) + E[log q(a|z)] with a diagonal-Gaussian MLP q.
-- `ridge_probe`: ridge a ~ Wz + b, alpha by grouped 5-fold CV on train; NMSE on test.
+- `ridge_probe`: ridge a ~ Wz + b, alpha by grouped 5-fold CV on train; NMSE on test (also per target dim).
 """
 
 from __future__ import annotations
@@ -146,6 +146,14 @@ def nmse(pred: np.ndarray, a: np.ndarray) -> tuple[float, float]:
     return float(np.mean(err / np.where(tot > 0, tot, np.nan))), float(err.sum() / tot.sum())
 
 
+def nmse_per_dim(pred: np.ndarray, a: np.ndarray) -> list[float]:
+    """SSE_d / SST_d for each target dimension d (their mean is `nmse(...)[0]`): which motion the latent carries."""
+    a = np.asarray(a, np.float64).reshape(len(a), -1)
+    err = ((np.asarray(pred).reshape(a.shape) - a) ** 2).sum(0)
+    tot = ((a - a.mean(0)) ** 2).sum(0)
+    return [float(e / t) if t > 0 else float("nan") for e, t in zip(err, tot)]
+
+
 def ridge_probe(z_tr: np.ndarray, a_tr: np.ndarray, groups_tr: np.ndarray, tests: dict[str, tuple[np.ndarray, np.ndarray]],
                 alphas: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1, 10, 100, 1000)) -> dict[str, Any]:
     """Ridge probe with alpha by 5-fold CV grouped by episode on train; NMSE on each test set."""
@@ -168,8 +176,9 @@ def ridge_probe(z_tr: np.ndarray, a_tr: np.ndarray, groups_tr: np.ndarray, tests
         if len(z) < 2:
             out[name] = {"nmse": float("nan"), "nmse_pooled": float("nan"), "n": int(len(z))}
             continue
-        per_dim, pooled = nmse(m.predict(z), a)
-        out[name] = {"nmse": per_dim, "nmse_pooled": pooled, "n": int(len(z))}
+        pred = m.predict(z)
+        per_dim, pooled = nmse(pred, a)
+        out[name] = {"nmse": per_dim, "nmse_pooled": pooled, "nmse_per_dim": nmse_per_dim(pred, a), "n": int(len(z))}
     return out
 
 

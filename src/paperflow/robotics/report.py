@@ -64,10 +64,31 @@ def aggregate(metric_files: list[str]) -> dict[str, Any]:
             se = float(vals.std(ddof=1) / np.sqrt(len(vals))) if len(vals) > 1 else None
             entry[name] = {"mean": float(np.nanmean(vals)) if np.isfinite(vals).any() else float("nan"),
                            "se": se, "per_seed": vals.tolist()}
+        per_dim = [by_seed[s]["slot0"].get("probe_nmse_per_dim") for s in seeds]
+        if all(per_dim) and len({len(d) for d in per_dim}) == 1:  # every seed has it, same dims
+            arr = np.array(per_dim, float)
+            entry["probe_nmse_per_dim_slot0"] = {"mean": arr.mean(0).tolist(), "per_seed": arr.tolist()}
         entry["n_test_pairs"] = by_seed[seeds[0]]["n_pairs"]["test"]
         entry["n_test_episodes"] = by_seed[seeds[0]]["n_test_episodes"]
         agg[model] = entry
     return agg
+
+
+DIM_NAMES = ("x", "y", "z", "roll", "pitch", "yaw")
+
+
+def per_dim_section(agg: dict[str, Any], action_dims: list[int]) -> str:
+    """Slot 0's probe NMSE for each probed action dimension (mean over seeds): which motion the latent carries."""
+    have = {m: e["probe_nmse_per_dim_slot0"] for m, e in agg.items() if "probe_nmse_per_dim_slot0" in e}
+    if not have or any(len(v["mean"]) != len(action_dims) for v in have.values()):
+        return ""
+    names = [DIM_NAMES[d] if 0 <= d < len(DIM_NAMES) else f"dim {d}" for d in action_dims]
+    rows = ["| model | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    rows += [f"| {m} | " + " | ".join(f"{v:.3f}" for v in e["mean"]) + " |" for m, e in have.items()]
+    return ("\n## Probe NMSE per action dimension (slot 0, mean over seeds; chance = 1)\n\n"
+            "The probe of the table above, scored on each probed dimension of the window's motion: a latent can carry "
+            "one axis (say the vertical motion, which changes the most pixels) and none of the others.\n\n"
+            + "\n".join(rows) + "\n")
 
 
 def _fmt(e: dict[str, Any], nd: int = 3) -> str:
@@ -219,7 +240,7 @@ def report(mv_dir: str | Path, metric_files: list[str], outdir: str | Path, prm:
 ## All metrics (mean ± s.e. over seeds; one seed: the mean alone, no s.e.)
 
 {chr(10).join(rows)}
-
+{per_dim_section(agg, list(prm['eval'].get('action_dims', range(6))))}
 ## Reading these numbers
 
 - Verdicts come from `core.verdict.judge` on MVP − single, paired over seeds (t 95% CI), with the rules
