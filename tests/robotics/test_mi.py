@@ -99,3 +99,9 @@ def test_ridge_probe_reports_nmse_per_dim():
     d = out["nmse_per_dim"]
     assert len(d) == 2 and d[0] < 0.05 and d[1] > 0.9
     assert np.mean(d) == pytest.approx(out["nmse"])
+
+
+def test_standardize_is_per_column_despite_a_nan_elsewhere():
+    x = np.array([[1.0, 10.0], [3.0, np.nan], [5.0, 30.0]])
+    out = mi.standardize(x)
+    assert out[:, 0] == pytest.approx((x[:, 0] - 3.0) / x[:, 0].std())

@@ -23,7 +23,8 @@ def standardize(x: np.ndarray, ref: np.ndarray | None = None, rtol: float = 1e-6
     x = np.asarray(x, np.float64).reshape(len(x), -1)
     ref = x if ref is None else np.asarray(ref, np.float64).reshape(len(ref), -1)
     sd = ref.std(0) if len(ref) else np.zeros(ref.shape[1])
-    scale = float(np.abs(ref).max()) if ref.size else 0.0
+    finite = np.abs(ref[np.isfinite(ref)])
+    scale = float(finite.max()) if finite.size else 0.0  # a NaN elsewhere must not switch scaling off
     return (x - ref.mean(0)) / np.where(sd > rtol * scale, sd, 1.0)
 
 
