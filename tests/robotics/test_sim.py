@@ -165,3 +165,40 @@ def test_evaluate_runs_batch_policies_in_lockstep_with_the_same_episodes():
     a = evaluate(Toward(), cfg, 3, 12, [0, 1], tasks=tasks)
     b = evaluate(TowardBatch(), cfg, 3, 12, [0, 1], tasks=tasks)
     assert a == b and 0 < a["mean_steps"] <= 12
+
+
+def test_policies_without_images_get_no_render_and_the_same_outcomes():
+    """`uses_images = False` (expert, random): observations carry no images, and the outcomes equal those of
+    the same policy with images (rendering draws only from its own pixel-noise stream)."""
+    from paperflow.robotics.sim import task_list
+
+    class Rand:
+        uses_images = False
+
+        def __init__(self):
+            self.rng = np.random.default_rng(0)
+            self.seen = set()
+
+        def reset(self, instruction):
+            pass
+
+        def act(self, obs):
+            self.seen.add(len(obs["images"]))
+            a = self.rng.uniform(-0.02, 0.02, 7)
+            a[6] = float(self.rng.random() < 0.5)
+            return a
+
+    class RandWithImages(Rand):
+        uses_images = True
+
+    class ExpertWithImages(ExpertPolicy):
+        uses_images = True
+
+    cfg = SimConfig.from_dict({"width": 32, "height": 24, "views": [0, 1], "templates": ["lift", "push"]})
+    tasks = task_list(cfg, 2, 10**6 + 1)
+    blind, seeing = Rand(), RandWithImages()
+    assert evaluate(blind, cfg, 2, 10, [0, 1], tasks=tasks) == evaluate(seeing, cfg, 2, 10, [0, 1], tasks=tasks)
+    assert blind.seen == {0} and seeing.seen == {2}
+    e_blind = evaluate(ExpertPolicy(seed=3), cfg, 2, 30, [0], tasks=tasks)
+    assert e_blind == evaluate(ExpertWithImages(seed=3), cfg, 2, 30, [0], tasks=tasks)
+    assert e_blind["success_rate"] > 0

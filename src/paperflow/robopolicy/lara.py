@@ -552,6 +552,8 @@ class VLAPolicy:
 class RandomPolicy:
     """Uniform random actions inside the train action range (the ~0% reference)."""
 
+    uses_images = False  # never looks at the observation: the closed loop renders nothing for it
+
     def __init__(self, stats: dict[str, Any], seed: int = 0):
         a = stats["action_rel"]
         self.lo, self.hi = np.array(a["q01"]), np.array(a["q99"])

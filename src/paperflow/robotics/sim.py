@@ -560,13 +560,17 @@ def session_cameras(cfg: SimConfig, rng: np.random.Generator | None) -> dict[int
 class TabletopSim:
     """Closed-loop environment: reset / step / success over the renderer above."""
 
-    def __init__(self, cfg: SimConfig | dict, seed: int, cameras: dict[int, Camera] | None = None):
+    def __init__(self, cfg: SimConfig | dict, seed: int, cameras: dict[int, Camera] | None = None,
+                 render_obs: bool = True):
         self.cfg = cfg if isinstance(cfg, SimConfig) else SimConfig.from_dict(cfg)
         self.seed = seed
         self.cameras = cameras if cameras is not None else session_cameras(self.cfg, stream(seed, "cameras"))
         self.renderers = {s: Renderer(c, self.cfg) for s, c in self.cameras.items()}
         self.world: World | None = None
         self._n_resets = 0
+        # False: observations carry no images (for policies that never look at them). Rendering draws only
+        # from its own pixel-noise stream, so the world, the policy and every outcome are the same either way.
+        self.render_obs = render_obs
 
     def reset(self, task_id: str | None = None, episode_seed: int | None = None) -> dict[str, Any]:
         es = self._n_resets if episode_seed is None else episode_seed
@@ -593,7 +597,8 @@ class TabletopSim:
         return out
 
     def _obs(self) -> dict[str, Any]:
-        return {"images": self.render(), "state": self.world.state(), "instruction": self.world.instruction()}
+        return {"images": self.render() if self.render_obs else {}, "state": self.world.state(),
+                "instruction": self.world.instruction()}
 
     def step(self, action: np.ndarray) -> tuple[dict[str, Any], dict[str, Any]]:
         self.world.step(action, self.cfg.blocking)
@@ -633,20 +638,22 @@ def evaluate(policy: Policy, cfg: SimConfig | dict, n_episodes_per_task: int, ma
     A policy with `reset_batch(instructions)` and `act_batch(observations, episode_indices) -> actions`
     (the observations and indices of the episodes still running) runs all episodes of a seed in lockstep, one environment each (the same episode seeds, so the same
     scenes; one batched model call per step instead of one per episode); other policies run episode by
-    episode."""
+    episode. A policy with `uses_images = False` (the scripted expert, a random policy) gets observations
+    without images: nothing is rendered for it, and its outcomes are the same as with images."""
     cfg = cfg if isinstance(cfg, SimConfig) else SimConfig.from_dict(cfg)
     cfg = SimConfig(**{**cfg.__dict__, "max_steps": max_steps})
+    images = bool(getattr(policy, "uses_images", True))
     tasks = tasks or task_list(cfg, 3, 10**6 + 1)
     per_task: dict[str, list[bool]] = {t: [] for t in tasks}
     steps = []
     batched = hasattr(policy, "act_batch") and hasattr(policy, "reset_batch") and not hasattr(policy, "bind")
     for seed in seeds:
         if batched:
-            for task, ok, t in _run_batched(policy, cfg, seed, tasks, n_episodes_per_task):
+            for task, ok, t in _run_batched(policy, cfg, seed, tasks, n_episodes_per_task, images):
                 per_task[task].append(ok)
                 steps.append(t)
             continue
-        env = TabletopSim(cfg, 10**6 + seed)
+        env = TabletopSim(cfg, 10**6 + seed, render_obs=images)
         if hasattr(policy, "bind"):  # privileged policies (the scripted expert) read the world
             policy.bind(env)
         for ti, task in enumerate(tasks):
@@ -664,13 +671,14 @@ def evaluate(policy: Policy, cfg: SimConfig | dict, n_episodes_per_task: int, ma
 
 
 def _run_batched(policy: Any, cfg: SimConfig, seed: int, tasks: list[str],
-                 n_episodes_per_task: int) -> list[tuple[str, bool, int]]:
+                 n_episodes_per_task: int, images: bool = True) -> list[tuple[str, bool, int]]:
     """Every (task, episode) of one evaluation seed in lockstep; (task, success, steps) in episode order."""
     env0 = TabletopSim(cfg, 10**6 + seed)
     keys = [(ti, task, e) for ti, task in enumerate(tasks) for e in range(n_episodes_per_task)]
     envs, obs = [], []
     for ti, task, e in keys:
-        env = TabletopSim(cfg, 10**6 + seed, cameras=env0.cameras)  # the seed's cameras, as one env would have
+        # the seed's cameras, as one env would have
+        env = TabletopSim(cfg, 10**6 + seed, cameras=env0.cameras, render_obs=images)
         obs.append(env.reset(task_id=task, episode_seed=ti * 10**4 + e))
         envs.append(env)
     policy.reset_batch([o["instruction"] for o in obs])
@@ -691,6 +699,8 @@ def _run_batched(policy: Any, cfg: SimConfig, seed: int, tasks: list[str],
 
 class ExpertPolicy:
     """The scripted expert as a Policy (reads the world through the env; for sanity checks only)."""
+
+    uses_images = False  # acts on the world's state: `evaluate` renders nothing for it
 
     def __init__(self, env: TabletopSim | None = None, seed: int = 0):
         self.env, self.seed, self.n = env, seed, 0
