@@ -21,47 +21,19 @@ if _VENV_BIN not in os.environ.get("PATH", "").split(os.pathsep):
 
 
 
-def _unreachable_slurm_controller() -> bool:
-    """True when a SLURM client is installed but the controller its slurm.conf names does not answer.
+# A SLURM client without a reachable controller (a machine left with a slurm.conf by `.ci/slurm.sh`) makes every
+# snakemake start wait ≈ 10 s: the SLURM executor plugin probes `scontrol show config` when it loads. The tests'
+# snakemake runs are local (the SLURM tests use their own stand-in binaries), so a failing `scontrol` goes first
+# on PATH there (paperflow.core.timing, shared with bench/time_study.py).
+from paperflow.core.timing import scontrol_shim, unreachable_slurm_controller  # noqa: E402
 
-    The SLURM executor plugin probes `scontrol show config` every time snakemake starts (it reads
-    MinJobAge for its status queries); against a configured but absent controller that call waits for
-    its 10 s timeout. A machine left with a slurm.conf by `.ci/slurm.sh` is such a machine. The tests'
-    snakemake runs are local (the SLURM tests use their own stand-in binaries), so there the probe only
-    adds 10 s per snakemake start.
-    """
-    import shutil
-    import socket
-
-    if shutil.which("scontrol") is None:
-        return False
-    conf = Path(os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf"))
-    host, port = "localhost", 6817
-    try:
-        for line in conf.read_text().splitlines():
-            key, _, val = line.partition("=")
-            if key.strip().lower() in ("slurmctldhost", "controlmachine") and val.strip():
-                host = val.split("(")[0].strip()
-            elif key.strip().lower() == "slurmctldport" and val.strip():
-                port = int(val.strip().split("-")[0])
-    except (OSError, ValueError):
-        return False  # no readable slurm.conf: scontrol fails at once, nothing to avoid
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return False
-    except OSError:
-        return True
-
-
-if _unreachable_slurm_controller():
+if unreachable_slurm_controller():
     import atexit
     import shutil
     import tempfile
 
-    _shim = Path(tempfile.mkdtemp(prefix="paperflow-no-slurmctld-"))
+    _shim = scontrol_shim(tempfile.mkdtemp(prefix="paperflow-no-slurmctld-"))
     atexit.register(shutil.rmtree, _shim, True)
-    (_shim / "scontrol").write_text("#!/bin/sh\necho 'scontrol: no controller (paperflow test shim)' >&2\nexit 1\n")
-    (_shim / "scontrol").chmod(0o755)
     os.environ["PATH"] = str(_shim) + os.pathsep + os.environ["PATH"]
 
 REPO = Path(__file__).resolve().parents[1]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 
 import pytest
@@ -54,3 +56,26 @@ def test_probes_agree_within_the_tolerance_only() -> None:
     assert not probes_agree({"gflops_median": 70.0}, {"gflops_median": 100.0})
     with pytest.raises(ValueError):
         probes_agree({"gflops_median": 0.0}, {"gflops_median": 1.0})
+
+
+def test_unreachable_slurm_controller_reads_the_conf_and_probes_the_port(tmp_path, monkeypatch) -> None:
+    import socket
+
+    from paperflow.core.timing import scontrol_shim, unreachable_slurm_controller
+
+    bin_dir = scontrol_shim(tmp_path / "bin")  # an `scontrol` on PATH: the client counts as installed
+    monkeypatch.setenv("PATH", str(bin_dir) + os.pathsep + os.environ["PATH"])
+    proc = subprocess.run([str(bin_dir / "scontrol"), "show", "config"], capture_output=True, text=True)
+    assert proc.returncode == 1 and "no controller" in proc.stderr
+    assert not unreachable_slurm_controller(tmp_path / "missing.conf")  # no conf: scontrol fails at once
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(f"ClusterName=x\nSlurmctldHost=127.0.0.1(ctl)\nSlurmctldPort={port}\n")
+    try:
+        assert not unreachable_slurm_controller(conf)  # a controller answers
+    finally:
+        srv.close()
+    assert unreachable_slurm_controller(conf)  # the same port, nobody listening

@@ -9,13 +9,19 @@ Two runs are comparable when their probes agree; a run whose probes disagree ran
 Pieces (used by `bench/time_study.py`):
 - `only_overlay`: the config overlay that enables exactly the named studies (every other one off);
 - `host_speed`: the probe (GFLOP/s, median and best of short repeats);
-- `run_timed`: a command's wall time and its children's user/sys CPU (`getrusage`), the output in a log.
+- `run_timed`: a command's wall time and its children's user/sys CPU (`getrusage`), the output in a log;
+- `unreachable_slurm_controller` / `scontrol_shim`: on a machine with a SLURM client whose controller does not
+  answer (a login node with `slurmctld` down, or a CI machine after `.ci/slurm.sh`), every snakemake start waits
+  ≈ 9 s for the executor plugin's `scontrol show config`; timings and the test suite put a failing `scontrol`
+  first on PATH there, so a local run is timed as on a machine without SLURM.
 """
 
 from __future__ import annotations
 
 import os
 import resource
+import shutil
+import socket
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -89,3 +95,36 @@ def probes_agree(before: Mapping[str, float], after: Mapping[str, float], rtol: 
     if a <= 0 or b <= 0:
         raise ValueError("throughputs must be positive")
     return abs(a - b) <= rtol * max(a, b)
+
+
+def unreachable_slurm_controller(conf: str | Path | None = None, timeout: float = 0.5) -> bool:
+    """True when `scontrol` is installed and a slurm.conf is readable, but the controller it names (SlurmctldHost /
+    ControlMachine, SlurmctldPort; default localhost:6817) refuses or ignores a TCP connection within `timeout`."""
+    if shutil.which("scontrol") is None:
+        return False
+    path = Path(conf or os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf"))
+    host, port = "localhost", 6817
+    try:
+        for line in path.read_text().splitlines():
+            key, _, val = line.partition("=")
+            if key.strip().lower() in ("slurmctldhost", "controlmachine") and val.strip():
+                host = val.split("(")[0].strip()
+            elif key.strip().lower() == "slurmctldport" and val.strip():
+                port = int(val.strip().split("-")[0])
+    except (OSError, ValueError):
+        return False  # no readable slurm.conf: scontrol fails at once, nothing to avoid
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return False
+    except OSError:
+        return True
+
+
+def scontrol_shim(directory: str | Path) -> Path:
+    """Write an `scontrol` that fails at once into `directory` (to put first on PATH); returns the directory."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    f = d / "scontrol"
+    f.write_text("#!/bin/sh\necho 'scontrol: no controller (paperflow shim)' >&2\nexit 1\n")
+    f.chmod(0o755)
+    return d
