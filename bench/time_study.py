@@ -48,9 +48,12 @@ def main() -> int:
     overlay = only_overlay(a.studies)
     rev = subprocess.check_output(["git", "rev-parse", "--short", a.rev], cwd=REPO, text=True).strip()
     work = a.workdir or Path("/tmp/paperflow-time") / f"{'+'.join(a.studies)}-{rev}"
-    if work.exists():
+    if work.exists():  # only a folder this script made is ever deleted
+        if not (work / ".paperflow-time").exists():
+            raise SystemExit(f"{work} exists and was not made by time_study.py: choose another --workdir")
         shutil.rmtree(work)
     work.mkdir(parents=True)
+    (work / ".paperflow-time").write_text("made by bench/time_study.py; deleted by its next run here\n")
     archive = subprocess.Popen(["git", "archive", rev], cwd=REPO, stdout=subprocess.PIPE)
     subprocess.check_call(["tar", "-x", "-C", str(work)], stdin=archive.stdout)
     if archive.wait() != 0:
