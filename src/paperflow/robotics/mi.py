@@ -140,19 +140,21 @@ def ba_bound(z_tr: np.ndarray, a_tr: np.ndarray, z_va: np.ndarray, a_va: np.ndar
             "val_loglik": best}
 
 
+def _sse_sst(pred: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per target dimension: squared error of `pred` and squared spread of `a` about its own mean."""
+    return ((pred - a) ** 2).sum(0), ((a - a.mean(0)) ** 2).sum(0)
+
+
 def nmse(pred: np.ndarray, a: np.ndarray) -> tuple[float, float]:
     """(mean over dims of SSE_d / SST_d, pooled SSE / SST), SST about the test mean."""
-    err = ((pred - a) ** 2).sum(0)
-    tot = ((a - a.mean(0)) ** 2).sum(0)
+    err, tot = _sse_sst(pred, a)
     return float(np.mean(err / np.where(tot > 0, tot, np.nan))), float(err.sum() / tot.sum())
 
 
 def nmse_per_dim(pred: np.ndarray, a: np.ndarray) -> list[float]:
     """SSE_d / SST_d for each target dimension d (their mean is `nmse(...)[0]`): which motion the latent carries."""
-    a = np.asarray(a, np.float64).reshape(len(a), -1)
-    err = ((np.asarray(pred).reshape(a.shape) - a) ** 2).sum(0)
-    tot = ((a - a.mean(0)) ** 2).sum(0)
-    return [float(e / t) if t > 0 else float("nan") for e, t in zip(err, tot)]
+    err, tot = _sse_sst(pred, a)
+    return [float(e / t) if t > 0 else float("nan") for e, t in zip(np.atleast_1d(err), np.atleast_1d(tot))]
 
 
 def ridge_probe(z_tr: np.ndarray, a_tr: np.ndarray, groups_tr: np.ndarray, tests: dict[str, tuple[np.ndarray, np.ndarray]],
